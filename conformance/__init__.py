@@ -1,0 +1,1 @@
+"""shardspec's conformance suite: judges an implementation of sharded tensors against spec/."""

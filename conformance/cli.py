@@ -1,0 +1,103 @@
+"""``python -m conformance``: run the suite, replay one case, or measure the engine."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+
+SUITE = Path(__file__).parent / "suite"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m conformance", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run the conformance suite (extra args go to pytest)")
+    run.add_argument("paths", nargs="*", help=f"test files or folders (default: {SUITE})")
+    run.add_argument("--impl", default="reference", help="adapter name or module:attr")
+    run.add_argument("--backend", default="gloo", help="gloo, nccl or cpu:gloo,cuda:nccl")
+    run.add_argument("--world-sizes", default="1,2,3,4", help="comma-separated, 1..8")
+    run.add_argument("--profile", default="quick", choices=["quick", "ci", "thorough"])
+    run.add_argument("--xfails", help="file of known failures: test ids and reasons")
+    run.add_argument("--case-timeout", type=float, default=30.0)
+    run.add_argument("-n", "--workers", default=None, help="pytest-xdist workers (local worlds)")
+    run.set_defaults(handler=_run)
+
+    replay = commands.add_parser("replay", help="run one case on a fresh world, print outcomes")
+    replay.add_argument("case", help="the case as JSON, as printed by a failing test")
+    replay.add_argument("--backend", default="gloo")
+    replay.add_argument("--world-size", type=int, required=True)
+    replay.add_argument("--timeout", type=float, default=30.0)
+    replay.set_defaults(handler=_replay)
+
+    bench = commands.add_parser("bench", help="measure world start-up and case throughput")
+    bench.add_argument("--world-sizes", default="2,4,8")
+    bench.add_argument("--cases", type=int, default=200, help="cases per measurement")
+    bench.add_argument("--spawn-cases", type=int, default=3, help="cases for the spawn baseline")
+    bench.set_defaults(handler=_bench)
+
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "run":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args.handler(args, extra)
+
+
+def _pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    argv = [*(args.paths or [str(SUITE)]), "-p", "conformance.plugin"]
+    argv += ["--impl", args.impl, "--backend", args.backend, "--world-sizes", args.world_sizes]
+    argv += ["--hypothesis-profile", args.profile, "--case-timeout", str(args.case_timeout)]
+    if args.xfails:
+        argv += ["--xfails", args.xfails]
+    return argv + extra
+
+
+def _run(args: argparse.Namespace, extra: list[str]) -> int:
+    import pytest
+
+    from conformance.world import attach
+
+    argv = _pytest_args(args, extra)
+    if not attach.launched():
+        if args.workers:
+            argv += ["-n", args.workers]
+        return int(pytest.main(argv))
+
+    # Under a launcher every process is a rank; rank 0 also drives (see conformance.world.attach).
+    ctx = attach.serve_attached(args.backend)
+    if ctx.rank != 0:
+        attach.serve_cases(ctx)
+        return 0
+    from conformance import plugin
+
+    server = threading.Thread(target=attach.serve_cases, args=(ctx,), daemon=True)
+    server.start()
+    plugin.ATTACHED = attach.AttachedWorld(args.backend, case_timeout_s=args.case_timeout)
+    try:
+        return int(pytest.main([*argv, "-p", "no:xdist"]))
+    finally:
+        plugin.ATTACHED.close()
+        server.join(timeout=10)
+
+
+def _replay(args: argparse.Namespace, extra: list[str]) -> int:
+    from conformance.world import Case, LocalWorld
+
+    case = Case.from_json(args.case)
+    with LocalWorld(args.world_size, args.backend, case_timeout_s=args.timeout) as world:
+        result = world.run(case)
+    if result.ok:
+        for outcome in result.outcomes:
+            print(outcome.describe())
+        return 0
+    print(result.report("the case did not return on every rank"), file=sys.stderr)
+    return 1
+
+
+def _bench(args: argparse.Namespace, extra: list[str]) -> int:
+    from conformance import bench
+
+    sizes = [int(n) for n in args.world_sizes.split(",")]
+    bench.report(sizes, cases=args.cases, spawn_cases=args.spawn_cases)
+    return 0

@@ -1,0 +1,178 @@
+"""The pytest plugin: options that choose what is tested and how, and the fixtures that give a
+test its worlds. Load it with ``-p conformance.plugin`` (``python -m conformance run`` does)."""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance import profiles, xfails
+from conformance.world.attach import AttachedWorld
+from conformance.world.backends import backend_named
+from conformance.world.pool import World, WorldPool
+
+profiles.register()
+
+# Set by ``python -m conformance run`` when a launcher (torchrun) started this process.
+ATTACHED: AttachedWorld | None = None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("shardspec", "shardspec conformance")
+    group.addoption(
+        "--impl",
+        default="reference",
+        help="implementation under test: a registered adapter name or 'module:attr'",
+    )
+    group.addoption(
+        "--backend",
+        default="gloo",
+        help="process-group backend: gloo, nccl or cpu:gloo,cuda:nccl (default gloo)",
+    )
+    group.addoption(
+        "--world-sizes",
+        default="1,2,3,4",
+        help="comma-separated world sizes to run (default 1,2,3,4; up to 8)",
+    )
+    group.addoption("--xfails", default=None, help="file of known failures (test ids + reasons)")
+    group.addoption(
+        "--case-timeout", type=float, default=30.0, help="seconds a case may take (default 30)"
+    )
+    group.addoption(
+        "--grace",
+        type=float,
+        default=5.0,
+        help="seconds the other ranks get once one rank has raised or died (default 5)",
+    )
+    group.addoption(
+        "--start-method",
+        default=None,
+        choices=["fork", "forkserver", "spawn"],
+        help="how local ranks start (default: fork for CPU worlds, spawn for CUDA)",
+    )
+
+
+def world_sizes(config: pytest.Config) -> list[int]:
+    """The world sizes this run covers, validated."""
+    raw = config.getoption("--world-sizes")
+    try:
+        sizes = sorted({int(part) for part in raw.split(",") if part.strip()})
+    except ValueError:
+        raise pytest.UsageError(f"--world-sizes must be integers like 1,2,4; got {raw!r}") from None
+    if not sizes or sizes[0] < 1 or sizes[-1] > 8:
+        raise pytest.UsageError(f"--world-sizes must lie in 1..8; got {raw!r}")
+    return sizes
+
+
+def load_impl(spec: str) -> Any:
+    """Resolve ``--impl``: a name registered in ``conformance.adapters`` or ``module:attr``."""
+    if ":" not in spec:
+        registry = getattr(importlib.import_module("conformance.adapters"), "REGISTRY", {})
+        if spec not in registry:
+            raise pytest.UsageError(
+                f"--impl {spec!r} is neither a registered adapter {sorted(registry)} "
+                "nor 'module:attr'"
+            )
+        spec = registry[spec]
+    module_name, _, attr = spec.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise pytest.UsageError(f"--impl {spec!r} cannot be loaded: {exc}") from exc
+    return obj
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    world_sizes(config)
+    backend_named(config.getoption("--backend"))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test that asks for ``world`` runs once per world size of this run."""
+    if "world" in metafunc.fixturenames and "world_size" not in metafunc.fixturenames:
+        sizes = world_sizes(metafunc.config)
+        metafunc.parametrize("world_size", sizes, ids=[f"ws{n}" for n in sizes], scope="session")
+
+
+class _AttachedPool:
+    """A pool over the launcher's one world: other sizes skip."""
+
+    def __init__(self, world: AttachedWorld) -> None:
+        self.world = world
+
+    def get(self, world_size: int) -> World:
+        if world_size != self.world.world_size:
+            pytest.skip(f"attached to a launcher's world of {self.world.world_size} ranks")
+        return self.world
+
+    def close(self) -> None:
+        """The launcher owns the world; ``python -m conformance run`` stops its ranks."""
+
+
+@pytest.fixture(scope="session")
+def world_pool(pytestconfig: pytest.Config) -> Iterator[WorldPool | _AttachedPool]:
+    """Every world of this test session; closed (no rank left running) when the session ends."""
+    if ATTACHED is not None:
+        yield _AttachedPool(ATTACHED)
+        return
+    pool = WorldPool(
+        pytestconfig.getoption("--backend"),
+        start_method=pytestconfig.getoption("--start-method"),
+        case_timeout_s=pytestconfig.getoption("--case-timeout"),
+        grace_s=pytestconfig.getoption("--grace"),
+    )
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="session")
+def available_world_sizes(pytestconfig: pytest.Config) -> list[int]:
+    """The world sizes of this run that can start here (for tests that draw a size)."""
+    if ATTACHED is not None:
+        return [ATTACHED.world_size]
+    backend = backend_named(pytestconfig.getoption("--backend"))
+    sizes = [n for n in world_sizes(pytestconfig) if backend.unavailable_reason(n) is None]
+    if not sizes:
+        pytest.skip(backend.unavailable_reason(world_sizes(pytestconfig)[0]) or "no world size")
+    return sizes
+
+
+@pytest.fixture
+def world(world_pool: WorldPool | _AttachedPool, world_size: int, pytestconfig) -> World:
+    """A started world of ``world_size`` ranks, shared by every test that uses that size."""
+    reason = backend_named(pytestconfig.getoption("--backend")).unavailable_reason(world_size)
+    if reason and ATTACHED is None:
+        pytest.skip(reason)
+    return world_pool.get(world_size)
+
+
+@pytest.fixture(scope="session")
+def impl(pytestconfig: pytest.Config) -> Any:
+    """The implementation under test, as its adapter."""
+    return load_impl(pytestconfig.getoption("--impl"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    path = config.getoption("--xfails")
+    if not path:
+        return
+    entries = xfails.parse(Path(path))
+    used: set[int] = set()
+    for item in items:
+        for entry in entries:
+            if xfails.matches(entry, item.nodeid):
+                item.add_marker(pytest.mark.xfail(reason=entry.reason, strict=True))
+                used.add(entry.line)
+    for entry in entries:
+        if entry.line not in used:
+            warnings.warn(
+                f"{path}:{entry.line}: xfail entry {entry.test_id!r} matches no collected test",
+                stacklevel=1,
+            )

@@ -1,0 +1,21 @@
+"""Hypothesis profiles: how hard the suite looks, chosen with ``--hypothesis-profile``."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, settings
+
+_COMMON = {
+    "deadline": None,  # a case crosses processes: wall time is not the property under test
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+}
+
+PROFILES = {
+    "quick": {"max_examples": 20, **_COMMON},
+    "ci": {"max_examples": 60, **_COMMON},
+    "thorough": {"max_examples": 500, **_COMMON},
+}
+
+
+def register() -> None:
+    for name, options in PROFILES.items():
+        settings.register_profile(name, **options)

@@ -1,0 +1,158 @@
+"""Attached worlds: the ranks of a launcher (``torchrun``) instead of processes we start.
+
+Every launched process runs ``python -m conformance run``. All of them join the launcher's
+process group (``env://``) and serve cases; rank 0 also runs the driver, and serves its own cases
+from a thread. Cases and outcomes travel through the launcher's rendezvous store, so this works
+across nodes. A world we did not start cannot be restarted: after a hang the run stops, with each
+rank's stack (posted by a watchdog on that rank) in the report.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import threading
+import time
+import traceback
+from datetime import timedelta
+
+import torch.distributed as dist
+
+from conformance.world.backends import backend_named
+from conformance.world.protocol import Case, CaseResult, Hung, Outcome
+from conformance.world.rank import RankContext, encode, execute, init_group
+
+LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+_POLL_S = 0.001
+
+
+def launched() -> bool:
+    """Whether this process was started by a launcher such as ``torchrun``."""
+    return all(name in os.environ for name in LAUNCHER_VARIABLES)
+
+
+def _store() -> dist.Store:
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        is_master=False,
+        timeout=timedelta(seconds=300),
+    )
+    return dist.PrefixStore(f"shardspec/{os.environ.get('TORCHELASTIC_RUN_ID', 'run')}/", store)
+
+
+class WorldLost(RuntimeError):
+    """An attached world hung once; it cannot be restarted, so no further case can run."""
+
+
+class AttachedWorld:
+    """The driver's view of the launcher's world (rank 0's process only)."""
+
+    def __init__(self, backend: str, case_timeout_s: float = 30.0, grace_s: float = 5.0) -> None:
+        self.backend = backend_named(backend)
+        self.world_size = int(os.environ["WORLD_SIZE"])
+        self.case_timeout_s = case_timeout_s
+        self.grace_s = grace_s
+        self._store = _store()
+        self._seq = 0
+        self._lost: str | None = None
+
+    def run(self, case: Case, timeout_s: float | None = None) -> CaseResult:
+        if self._lost:
+            raise WorldLost(f"the attached world was lost earlier: {self._lost}")
+        timeout = timeout_s or self.case_timeout_s
+        self._seq += 1
+        started = time.monotonic()
+        self._store.set(f"case/{self._seq}", pickle.dumps((timeout, case.task, case.args)))
+        outcomes: dict[int, Outcome] = {}
+        first_failure: float | None = None
+        while len(outcomes) < self.world_size:
+            limit = started + timeout
+            if first_failure is not None:
+                limit = min(limit, first_failure + self.grace_s)
+            if time.monotonic() > limit:
+                break
+            for rank in range(self.world_size):
+                key = f"result/{self._seq}/{rank}"
+                if rank not in outcomes and self._store.check([key]):
+                    outcomes[rank] = pickle.loads(self._store.get(key))
+                    if first_failure is None and outcomes[rank].__class__.__name__ != "Returned":
+                        first_failure = time.monotonic()
+            time.sleep(_POLL_S)
+        waited = time.monotonic() - started
+        for rank in range(self.world_size):
+            if rank not in outcomes:
+                outcomes[rank] = Hung(rank, waited, self._posted_stack(rank))
+        result = CaseResult(
+            case,
+            tuple(outcomes[r] for r in range(self.world_size)),
+            self.world_size,
+            self.backend.name,
+            waited,
+        )
+        if result.faulted:
+            self._lost = f"case {case.to_json()} hung"
+        return result
+
+    def _posted_stack(self, rank: int) -> str:
+        key = f"stack/{self._seq}/{rank}"
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            if self._store.check([key]):
+                return self._store.get(key).decode(errors="replace")
+            time.sleep(0.05)
+        return "(no stack posted: the rank's process may have died)"
+
+    def close(self) -> None:
+        """Tell every rank to stop serving."""
+        self._seq += 1
+        self._store.set(f"case/{self._seq}", b"")
+
+
+def serve_attached(backend: str) -> RankContext:
+    """Join the launcher's group; return this rank's context (rank 0 serves it from a thread)."""
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    backend_obj = backend_named(backend)
+    reason = backend_obj.unavailable_reason(world_size)
+    if reason:
+        raise SystemExit(f"cannot attach: {reason}")
+    init_group(backend_obj, rank, world_size, None, timeout_s=600.0)
+    return RankContext(rank, world_size, backend_obj)
+
+
+def serve_cases(ctx: RankContext) -> None:
+    """Answer cases posted in the store until the driver posts the empty stop message."""
+    store = _store()
+    if ctx.backend.uses_cuda:
+        import torch
+
+        torch.cuda.set_device(ctx.device)
+    seq = 0
+    while True:
+        seq += 1
+        key = f"case/{seq}"
+        while True:
+            try:
+                store.wait([key], timedelta(seconds=60))
+                break
+            except Exception:  # the store's wait timed out: the driver is still busy
+                continue
+        message = store.get(key)
+        if not message:
+            return
+        timeout, task, args = pickle.loads(message)
+        watchdog = threading.Timer(
+            timeout, _post_stack, (store, seq, ctx.rank, threading.get_ident())
+        )
+        watchdog.daemon = True
+        watchdog.start()
+        outcome = execute(ctx, task, args)
+        watchdog.cancel()
+        store.set(f"result/{seq}/{ctx.rank}", encode(outcome))
+
+
+def _post_stack(store: dist.Store, seq: int, rank: int, thread_id: int) -> None:
+    frame = sys._current_frames().get(thread_id)
+    stack = "".join(traceback.format_stack(frame)) if frame else "(thread gone)"
+    store.set(f"stack/{seq}/{rank}", stack.encode())

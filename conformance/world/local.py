@@ -1,0 +1,336 @@
+"""Local worlds: N rank processes on this machine, started once and reused for many cases.
+
+The driver talks to each rank over a pipe and watches each process's sentinel, so it always knows
+whether a rank answered, raised, hung or died. A world that saw a hang or a death is torn down
+(its ranks killed, their stacks kept for the report) and the next case starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import multiprocessing as mp
+import os
+import pickle
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+
+from conformance.world.backends import Backend, backend_named, default_start_method
+from conformance.world.protocol import Case, CaseResult, Died, Hung, Outcome, Returned
+from conformance.world.rank import (
+    RankContext,
+    die_with_parent,
+    init_group,
+    isolate_from_driver_terminal,
+    serve,
+)
+
+HEALTH_TASK = "conformance.world.rank:health_check"
+
+
+class WorldStartError(RuntimeError):
+    """The ranks could not form a process group; the message carries each rank's log."""
+
+
+class _PipeChannel:
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def receive(self) -> bytes | None:
+        try:
+            message = self._conn.recv_bytes()
+        except EOFError:
+            return None
+        return message or None
+
+    def send(self, payload: bytes) -> None:
+        self._conn.send_bytes(payload)
+
+
+def _rank_main(
+    rank: int,
+    world_size: int,
+    backend_name: str,
+    store_path: str,
+    conn: Connection,
+    inherited: list[Connection],
+    log_path: str,
+    pg_timeout_s: float,
+) -> None:
+    """Entry point of a local rank process."""
+    for other in inherited:
+        other.close()
+    _redirect_output(log_path)
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    die_with_parent()
+    isolate_from_driver_terminal()
+    os.environ["GLOO_SOCKET_IFNAME"] = _loopback_interface()
+    backend = backend_named(backend_name)
+    try:
+        init_group(backend, rank, world_size, dist.FileStore(store_path, world_size), pg_timeout_s)
+    except Exception:
+        conn.send_bytes(pickle.dumps(("init-error", traceback.format_exc())))
+        return
+    conn.send_bytes(pickle.dumps(("ready", os.getpid())))
+    serve(RankContext(rank, world_size, backend), _PipeChannel(conn))
+
+
+def _redirect_output(log_path: str) -> None:
+    """Send the rank's stdout and stderr (and fatal-error dumps) to its own log file.
+
+    Under pytest-xdist the inherited stdout is the worker's channel to the controller; a rank
+    must never write there.
+    """
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+
+
+def _loopback_interface() -> str:
+    names = [name for _, name in socket.if_nameindex()]
+    return next((n for n in ("lo", "lo0") if n in names), names[0])
+
+
+class LocalWorld:
+    """``world_size`` ranks on ``backend``, started on first use and restarted after a fault.
+
+    ``case_timeout_s`` bounds a case; once any rank has raised or died, the others get
+    ``grace_s`` more to answer (they are usually stuck in a collective the failed rank left).
+    """
+
+    def __init__(
+        self,
+        world_size: int,
+        backend: str | Backend = "gloo",
+        *,
+        start_method: str | None = None,
+        case_timeout_s: float = 30.0,
+        grace_s: float = 5.0,
+        start_timeout_s: float = 60.0,
+    ) -> None:
+        self.backend = backend if isinstance(backend, Backend) else backend_named(backend)
+        reason = self.backend.unavailable_reason(world_size)
+        if reason:
+            raise ValueError(reason)
+        self.world_size = world_size
+        self.start_method = start_method or default_start_method(self.backend)
+        self.case_timeout_s = case_timeout_s
+        self.grace_s = grace_s
+        self.start_timeout_s = start_timeout_s
+        self.starts = 0
+        self._procs: list[Any] = []
+        self._conns: list[Connection] = []
+        self._logs: list[Path] = []
+        self._dir: Path | None = None
+        self._seq = 0
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return bool(self._procs)
+
+    def start(self) -> None:
+        """Start the ranks and wait until every one has joined the process group."""
+        if self.running:
+            return
+        self.starts += 1
+        self._dir = Path(tempfile.mkdtemp(prefix=f"shardspec-w{self.world_size}-"))
+        context = mp.get_context(self.start_method)
+        pg_timeout_s = self.case_timeout_s + 30.0
+        for rank in range(self.world_size):
+            parent_end, child_end = context.Pipe()
+            log = self._dir / f"rank{rank}.log"
+            log.touch()
+            inherited = list(self._conns) if self.start_method == "fork" else []
+            proc = context.Process(
+                target=_rank_main,
+                args=(
+                    rank,
+                    self.world_size,
+                    self.backend.name,
+                    str(self._dir / "store"),
+                    child_end,
+                    inherited,
+                    str(log),
+                    pg_timeout_s,
+                ),
+                name=f"shardspec-rank{rank}",
+                daemon=True,
+            )
+            proc.start()
+            child_end.close()
+            self._procs.append(proc)
+            self._conns.append(parent_end)
+            self._logs.append(log)
+        self._await_ready()
+
+    def _await_ready(self) -> None:
+        deadline = time.monotonic() + self.start_timeout_s
+        for rank, (proc, conn) in enumerate(zip(self._procs, self._conns, strict=True)):
+            ready = wait([conn, proc.sentinel], max(0.0, deadline - time.monotonic()))
+            status, detail = "no answer", ""
+            if conn in ready:
+                try:
+                    status, detail = pickle.loads(conn.recv_bytes())
+                except EOFError:
+                    status = "died"
+            if status != "ready":
+                logs = "\n".join(
+                    f"--- rank {r} ---\n{self._tail(r, 0)}" for r in range(len(self._logs))
+                )
+                self.close()
+                raise WorldStartError(
+                    f"rank {rank} of a {self.world_size}-rank {self.backend.name} world did not "
+                    f"start ({status}) within {self.start_timeout_s:.0f} s\n{detail}\n{logs}"
+                )
+
+    def close(self) -> None:
+        """Stop every rank (politely, then by force) and remove the world's files."""
+        for conn in self._conns:
+            with contextlib.suppress(OSError):
+                conn.send_bytes(b"")
+        deadline = time.monotonic() + 1.0
+        for proc in self._procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for conn in self._conns:
+            conn.close()
+        self._procs, self._conns, self._logs = [], [], []
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def pids(self) -> list[int]:
+        return [proc.pid for proc in self._procs]
+
+    def __enter__(self) -> LocalWorld:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- running cases ------------------------------------------------------------------------
+
+    def run(self, case: Case, timeout_s: float | None = None) -> CaseResult:
+        """Run ``case`` on every rank and collect one outcome per rank.
+
+        Never raises for what the ranks did: raises, hangs and deaths come back as outcomes.
+        After a hang or a death the world is torn down; after a raise it is kept only if a
+        health check shows every rank still in step.
+        """
+        self.start()
+        started = time.monotonic()
+        outcomes = self._exchange(case, timeout_s or self.case_timeout_s)
+        result = CaseResult(
+            case, outcomes, self.world_size, self.backend.name, time.monotonic() - started
+        )
+        if result.faulted or (not result.ok and not self._in_step()):
+            self._kill()
+        return result
+
+    def _exchange(self, case: Case, timeout_s: float) -> tuple[Outcome, ...]:
+        self._seq += 1
+        message = pickle.dumps((self._seq, case.task, case.args))
+        marks = [log.stat().st_size for log in self._logs]
+        for conn in self._conns:
+            with contextlib.suppress(OSError):  # a dead rank: its sentinel says so below
+                conn.send_bytes(message)
+        return self._collect(time.monotonic() + timeout_s, marks)
+
+    def _collect(self, deadline: float, marks: list[int]) -> tuple[Outcome, ...]:
+        started = time.monotonic()
+        outcomes: dict[int, Outcome] = {}
+        first_failure: float | None = None
+        while len(outcomes) < self.world_size:
+            limit = (
+                deadline if first_failure is None else min(deadline, first_failure + self.grace_s)
+            )
+            remaining = limit - time.monotonic()
+            if remaining <= 0:
+                break
+            watched: dict[Any, int] = {}
+            for rank in range(self.world_size):
+                if rank not in outcomes:
+                    watched[self._conns[rank]] = rank
+                    watched[self._procs[rank].sentinel] = rank
+            for ready in wait(list(watched), remaining):
+                rank = watched[ready]
+                if rank in outcomes:
+                    continue
+                outcome = self._receive(rank, marks[rank])
+                if outcome is None:
+                    continue
+                outcomes[rank] = outcome
+                if not isinstance(outcome, Returned) and first_failure is None:
+                    first_failure = time.monotonic()
+        waited = time.monotonic() - started
+        hung = [rank for rank in range(self.world_size) if rank not in outcomes]
+        for rank, stack in zip(hung, self._dump_stacks(hung), strict=True):
+            outcomes[rank] = Hung(rank, waited, stack)
+        return tuple(outcomes[rank] for rank in range(self.world_size))
+
+    def _receive(self, rank: int, mark: int) -> Outcome | None:
+        conn, proc = self._conns[rank], self._procs[rank]
+        if conn.poll():
+            try:
+                return pickle.loads(conn.recv_bytes())
+            except EOFError:
+                pass
+        elif proc.is_alive():
+            return None
+        proc.join(1.0)
+        return Died(rank, proc.exitcode, self._tail(rank, mark))
+
+    def _dump_stacks(self, ranks: list[int]) -> list[str]:
+        """Ask each hung rank for its Python stacks (faulthandler on SIGUSR1) and read them."""
+        if not ranks:
+            return []
+        marks = {rank: self._logs[rank].stat().st_size for rank in ranks}
+        for rank in ranks:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._procs[rank].pid, signal.SIGUSR1)
+        deadline = time.monotonic() + 2.0
+        pending = set(ranks)
+        while pending and time.monotonic() < deadline:
+            time.sleep(0.05)
+            pending = {r for r in pending if self._logs[r].stat().st_size == marks[r]}
+        time.sleep(0.1)  # let a dump that has begun finish
+        return [self._tail(rank, marks[rank]) for rank in ranks]
+
+    def _tail(self, rank: int, mark: int, limit: int = 20_000) -> str:
+        try:
+            with open(self._logs[rank], "rb") as log:
+                log.seek(max(mark, log.seek(0, os.SEEK_END) - limit))
+                return log.read().decode(errors="replace")
+        except (OSError, IndexError):
+            return ""
+
+    def _in_step(self) -> bool:
+        """After a raise: do all ranks still agree on where they are? (see ``health_check``)"""
+        probe = Case(HEALTH_TASK, {"seq": self._seq + 1})
+        outcomes = self._exchange(probe, min(self.grace_s, self.case_timeout_s))
+        expected = [self._seq * 1000 + r for r in range(self.world_size)]
+        return all(isinstance(o, Returned) and o.value == expected for o in outcomes)
+
+    def _kill(self) -> None:
+        for proc in self._procs:
+            if proc.is_alive():
+                proc.kill()
+        self.close()

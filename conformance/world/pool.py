@@ -1,0 +1,68 @@
+"""A driver's set of live worlds, one per (backend, world size), closed together at the end.
+
+Worlds are expensive to keep idle only in memory, so at most ``max_live`` stay started; the one
+used longest ago is closed first. Every world the pool made is closed at interpreter exit, so a
+run never leaves a rank behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+from collections import OrderedDict
+from typing import Protocol
+
+from conformance.world.protocol import Case, CaseResult
+
+
+class World(Protocol):
+    """What the suite needs of a world, local or attached."""
+
+    world_size: int
+
+    def run(self, case: Case, timeout_s: float | None = None) -> CaseResult: ...
+
+    def close(self) -> None: ...
+
+
+class WorldPool:
+    def __init__(
+        self,
+        backend: str = "gloo",
+        *,
+        start_method: str | None = None,
+        case_timeout_s: float = 30.0,
+        grace_s: float = 5.0,
+        max_live: int = 3,
+    ) -> None:
+        self.backend = backend
+        self.start_method = start_method
+        self.case_timeout_s = case_timeout_s
+        self.grace_s = grace_s
+        self.max_live = max_live
+        self._worlds: OrderedDict[int, World] = OrderedDict()
+        atexit.register(self.close)
+
+    def get(self, world_size: int) -> World:
+        """The world of ``world_size`` ranks, made on first use."""
+        from conformance.world.local import LocalWorld
+
+        if world_size in self._worlds:
+            self._worlds.move_to_end(world_size)
+            return self._worlds[world_size]
+        while len(self._worlds) >= self.max_live:
+            _, oldest = self._worlds.popitem(last=False)
+            oldest.close()
+        world = LocalWorld(
+            world_size,
+            self.backend,
+            start_method=self.start_method,
+            case_timeout_s=self.case_timeout_s,
+            grace_s=self.grace_s,
+        )
+        self._worlds[world_size] = world
+        return world
+
+    def close(self) -> None:
+        while self._worlds:
+            _, world = self._worlds.popitem()
+            world.close()

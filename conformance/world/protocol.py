@@ -1,0 +1,173 @@
+"""What travels between the driver and the ranks: a case out, one outcome per rank back.
+
+A case is plain data (a task name and JSON-able arguments), so the same case can be drawn by
+Hypothesis, sent to ranks, printed as a replay command, or saved as a fixture. Every rank answers
+every case with exactly one outcome; faults (a hang, a dead process) are outcomes too, so the
+driver can judge the symmetry of errors as well as the values.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+RULE_ID = re.compile(r"\b([A-Z]+(?:-[A-Z]+)*-\d+)\b")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One unit of work that every rank of a world runs: ``task(ctx, **args)``.
+
+    ``task`` names a module-level function as ``"package.module:function"``; ranks import it by
+    that name, so a case survives being written out and read back.
+    """
+
+    task: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.task, str) or ":" not in self.task:
+            raise TypeError(f"Case.task must be 'module:function'; got task={self.task!r}")
+        try:
+            json.dumps(self.args)
+        except TypeError as exc:
+            raise TypeError(
+                f"Case.args must be JSON-able plain data so the case can be replayed; {exc}"
+            ) from None
+
+    def to_json(self) -> str:
+        return json.dumps({"task": self.task, "args": self.args}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Case:
+        data = json.loads(text)
+        return cls(task=data["task"], args=data.get("args", {}))
+
+    def replay_command(self, world_size: int, backend: str) -> str:
+        """A one-line shell command that runs this case again on a fresh world."""
+        return (
+            f"python -m conformance replay --backend {backend} --world-size {world_size} "
+            f"{shlex.quote(self.to_json())}"
+        )
+
+
+@dataclass(frozen=True)
+class Returned:
+    """The rank finished the task; ``value`` is what it returned (tensors moved to CPU)."""
+
+    rank: int
+    value: Any
+
+    def describe(self) -> str:
+        return f"rank {self.rank}: returned {_short(self.value)}"
+
+
+@dataclass(frozen=True)
+class Raised:
+    """The task raised on this rank. ``types`` is the exception's MRO, most derived first."""
+
+    rank: int
+    types: tuple[str, ...]
+    message: str
+    traceback: str
+
+    @property
+    def type(self) -> str:
+        return self.types[0]
+
+    @property
+    def rule(self) -> str | None:
+        """The first spec rule id the message names, if any."""
+        match = RULE_ID.search(self.message)
+        return match.group(1) if match else None
+
+    def is_a(self, name: str) -> bool:
+        """Whether the exception is an instance of the class called ``name`` (by MRO)."""
+        return name in self.types
+
+    def describe(self) -> str:
+        return f"rank {self.rank}: raised {self.type}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Hung:
+    """The rank gave no answer in time; ``stack`` is its Python stack when it was stopped."""
+
+    rank: int
+    waited_s: float
+    stack: str
+
+    def describe(self) -> str:
+        return f"rank {self.rank}: no answer after {self.waited_s:.1f} s (hung)"
+
+
+@dataclass(frozen=True)
+class Died:
+    """The rank's process ended during the case; ``exitcode`` is negative for a signal."""
+
+    rank: int
+    exitcode: int | None
+    log_tail: str
+
+    def describe(self) -> str:
+        return f"rank {self.rank}: process died with exit code {self.exitcode}"
+
+
+Outcome = Returned | Raised | Hung | Died
+
+
+class CaseFailed(AssertionError):
+    """A case did not end with every rank returning; the message shows every rank's outcome."""
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """The outcomes of one case, indexed by rank, with what is needed to replay it."""
+
+    case: Case
+    outcomes: tuple[Outcome, ...]
+    world_size: int
+    backend: str
+    elapsed_s: float
+
+    @property
+    def ok(self) -> bool:
+        return all(isinstance(o, Returned) for o in self.outcomes)
+
+    @property
+    def faulted(self) -> bool:
+        """Whether a rank hung or died: the world that ran the case is gone."""
+        return any(isinstance(o, Hung | Died) for o in self.outcomes)
+
+    def values(self) -> list[Any]:
+        """Every rank's return value, or :class:`CaseFailed` describing what went wrong."""
+        if not self.ok:
+            raise CaseFailed(self.report("not every rank returned"))
+        return [o.value for o in self.outcomes]  # type: ignore[union-attr]
+
+    def replay_command(self) -> str:
+        return self.case.replay_command(self.world_size, self.backend)
+
+    def report(self, headline: str) -> str:
+        """A failure report a reader can act on: the case, each rank's outcome, the replay."""
+        lines = [
+            f"{headline} [{self.case.task} on {self.world_size} rank(s), {self.backend}]",
+            f"  case: {self.case.to_json()}",
+        ]
+        lines += [f"  {o.describe()}" for o in self.outcomes]
+        for o in self.outcomes:
+            detail = {Raised: "traceback", Hung: "stack", Died: "log_tail"}.get(type(o))
+            text = getattr(o, detail, "") if detail else ""
+            if text.strip():
+                lines.append(f"  --- rank {o.rank} {detail} ---")
+                lines += [f"  | {line}" for line in text.rstrip().splitlines()[-40:]]
+        lines.append(f"  replay: {self.replay_command()}")
+        return "\n".join(lines)
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,159 @@
+"""The rank side of a world: join the process group, then run cases until told to stop.
+
+A rank never judges. It runs ``task(ctx, **args)`` and answers with one outcome; an exception is
+an answer too. The same loop serves local worlds (a pipe to the driver) and attached worlds
+(torchrun, through the rendezvous store): only the ``Channel`` differs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import signal
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any, Protocol
+
+import torch
+import torch.distributed as dist
+
+from conformance.world.backends import Backend
+from conformance.world.protocol import Outcome, Raised, Returned
+
+
+class Channel(Protocol):
+    """How a rank receives pickled ``(seq, task, args)`` messages and sends outcomes back."""
+
+    def receive(self) -> bytes | None: ...
+
+    def send(self, payload: bytes) -> None: ...
+
+
+class RankContext:
+    """What a task sees of its rank: who it is, its device, and the world's groups.
+
+    Sub-groups are created on first use and cached for the life of the world. Creating a group is
+    itself collective, so every rank must ask for the same groups in the same order, which holds
+    because every rank runs the same cases in the same order.
+    """
+
+    def __init__(self, rank: int, world_size: int, backend: Backend) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        self.backend = backend
+        self.device = backend.device_for(rank)
+        self._groups: dict[tuple[int, ...], dist.ProcessGroup | None] = {}
+        self._cache: dict[Any, Any] = {}
+
+    def group(self, ranks: Sequence[int] | None = None) -> dist.ProcessGroup | None:
+        """The process group of ``ranks`` (global ranks), or the world's group for ``None``.
+
+        On a rank outside ``ranks`` the result is not a member group; tasks skip their work there.
+        """
+        if ranks is None or sorted(ranks) == list(range(self.world_size)):
+            return dist.group.WORLD
+        key = tuple(ranks)
+        if key not in self._groups:
+            self._groups[key] = dist.new_group(list(key), backend=self.backend.torch_name)
+        return self._groups[key]
+
+    def cached(self, key: Any, make: Callable[[], Any]) -> Any:
+        """A per-world object (a device mesh, say) made once by ``make`` on every rank."""
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+
+def resolve_task(name: str) -> Callable[..., Any]:
+    """Import ``"package.module:function"`` (dots after the colon walk attributes)."""
+    module_name, _, attr = name.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def to_cpu(value: Any) -> Any:
+    """Move every tensor in a nest of lists, tuples and dicts to the CPU for the trip back."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, list | tuple):
+        return type(value)(to_cpu(v) for v in value)
+    if isinstance(value, dict):
+        return {k: to_cpu(v) for k, v in value.items()}
+    return value
+
+
+def execute(ctx: RankContext, task: str, args: dict[str, Any]) -> Outcome:
+    """Run one task and capture what happened as an outcome, never as an escaping exception."""
+    try:
+        return Returned(ctx.rank, to_cpu(resolve_task(task)(ctx, **args)))
+    except Exception as exc:
+        return Raised(
+            rank=ctx.rank,
+            types=tuple(cls.__name__ for cls in type(exc).__mro__),
+            message=str(exc),
+            traceback=traceback.format_exc(),
+        )
+
+
+def encode(outcome: Outcome) -> bytes:
+    """Pickle an outcome; a value that cannot be pickled becomes a ``Raised`` that says so."""
+    try:
+        return pickle.dumps(outcome)
+    except Exception as exc:
+        return pickle.dumps(
+            Raised(outcome.rank, ("PicklingError", "Exception"), f"result not picklable: {exc}", "")
+        )
+
+
+def serve(ctx: RankContext, channel: Channel) -> None:
+    """Answer cases until the channel closes."""
+    while (message := channel.receive()) is not None:
+        _seq, task, args = pickle.loads(message)
+        channel.send(encode(execute(ctx, task, args)))
+
+
+def health_check(ctx: RankContext, seq: int) -> list[int]:
+    """All-gather ``seq``: succeeds with the same list everywhere only if no rank is out of step.
+
+    Run by the driver after a case where some rank raised, because a rank that left a collective
+    early can leave the others' channels out of step for the next case.
+    """
+    mine = torch.tensor([seq, ctx.rank], device=ctx.device)
+    out = [torch.empty_like(mine) for _ in range(ctx.world_size)]
+    dist.all_gather(out, mine)
+    return [int(t[0]) * 1000 + int(t[1]) for t in out]
+
+
+def isolate_from_driver_terminal() -> None:
+    """Ctrl-C in the driver's terminal reaches ranks too; the driver decides what stops."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def die_with_parent() -> None:
+    """Ask Linux to kill this rank when the driver dies, so no rank outlives a crashed run."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() == 1:
+        os._exit(1)
+
+
+def init_group(
+    backend: Backend, rank: int, world_size: int, store: dist.Store | None, timeout_s: float
+) -> None:
+    """Join the default process group; ``store=None`` means the launcher's ``env://``."""
+    if backend.uses_cuda:
+        torch.cuda.set_device(backend.device_for(rank))
+    kwargs: dict[str, Any] = {"timeout": timedelta(seconds=timeout_s)}
+    if store is None:
+        kwargs["init_method"] = "env://"
+    else:
+        kwargs["store"] = store
+    dist.init_process_group(backend.torch_name, rank=rank, world_size=world_size, **kwargs)
