@@ -69,15 +69,13 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     if ctx.rank != 0:
         attach.serve_cases(ctx)
         return 0
-    from conformance import plugin
-
     server = threading.Thread(target=attach.serve_cases, args=(ctx,), daemon=True)
     server.start()
-    plugin.ATTACHED = attach.AttachedWorld(args.backend, case_timeout_s=args.case_timeout)
+    attach.CURRENT = attach.AttachedWorld(args.backend, case_timeout_s=args.case_timeout)
     try:
         return int(pytest.main([*argv, "-p", "no:xdist"]))
     finally:
-        plugin.ATTACHED.close()
+        attach.CURRENT.close()
         server.join(timeout=10)
 
 

@@ -4,6 +4,7 @@ test its worlds. Load it with ``-p conformance.plugin`` (``python -m conformance
 from __future__ import annotations
 
 import importlib
+import inspect
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,14 +13,14 @@ from typing import Any
 import pytest
 
 from conformance import profiles, xfails
+from conformance.world import attach
 from conformance.world.attach import AttachedWorld
 from conformance.world.backends import backend_named
 from conformance.world.pool import World, WorldPool
 
 profiles.register()
 
-# Set by ``python -m conformance run`` when a launcher (torchrun) started this process.
-ATTACHED: AttachedWorld | None = None
+_XFAILS = pytest.StashKey[list[xfails.XFail]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -58,7 +59,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def world_sizes(config: pytest.Config) -> list[int]:
-    """The world sizes this run covers, validated."""
+    """The world sizes this run covers, validated; under a launcher, the launcher's."""
+    if attach.CURRENT is not None:
+        return [attach.CURRENT.world_size]
     raw = config.getoption("--world-sizes")
     try:
         sizes = sorted({int(part) for part in raw.split(",") if part.strip()})
@@ -91,12 +94,19 @@ def load_impl(spec: str) -> Any:
 
 def pytest_configure(config: pytest.Config) -> None:
     world_sizes(config)
-    backend_named(config.getoption("--backend"))
+    try:
+        backend_named(config.getoption("--backend"))
+        path = config.getoption("--xfails")
+        config.stash[_XFAILS] = xfails.parse(Path(path)) if path else []
+    except (ValueError, OSError) as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """A test that asks for ``world`` runs once per world size of this run."""
-    if "world" in metafunc.fixturenames and "world_size" not in metafunc.fixturenames:
+    """A test that asks for ``world`` runs once per world size of this run, unless it chooses
+    its own sizes by taking a ``world_size`` argument."""
+    own_arguments = inspect.signature(metafunc.function).parameters
+    if "world" in metafunc.fixturenames and "world_size" not in own_arguments:
         sizes = world_sizes(metafunc.config)
         metafunc.parametrize("world_size", sizes, ids=[f"ws{n}" for n in sizes], scope="session")
 
@@ -119,8 +129,8 @@ class _AttachedPool:
 @pytest.fixture(scope="session")
 def world_pool(pytestconfig: pytest.Config) -> Iterator[WorldPool | _AttachedPool]:
     """Every world of this test session; closed (no rank left running) when the session ends."""
-    if ATTACHED is not None:
-        yield _AttachedPool(ATTACHED)
+    if attach.CURRENT is not None:
+        yield _AttachedPool(attach.CURRENT)
         return
     pool = WorldPool(
         pytestconfig.getoption("--backend"),
@@ -135,8 +145,8 @@ def world_pool(pytestconfig: pytest.Config) -> Iterator[WorldPool | _AttachedPoo
 @pytest.fixture(scope="session")
 def available_world_sizes(pytestconfig: pytest.Config) -> list[int]:
     """The world sizes of this run that can start here (for tests that draw a size)."""
-    if ATTACHED is not None:
-        return [ATTACHED.world_size]
+    if attach.CURRENT is not None:
+        return [attach.CURRENT.world_size]
     backend = backend_named(pytestconfig.getoption("--backend"))
     sizes = [n for n in world_sizes(pytestconfig) if backend.unavailable_reason(n) is None]
     if not sizes:
@@ -148,7 +158,7 @@ def available_world_sizes(pytestconfig: pytest.Config) -> list[int]:
 def world(world_pool: WorldPool | _AttachedPool, world_size: int, pytestconfig) -> World:
     """A started world of ``world_size`` ranks, shared by every test that uses that size."""
     reason = backend_named(pytestconfig.getoption("--backend")).unavailable_reason(world_size)
-    if reason and ATTACHED is None:
+    if reason and attach.CURRENT is None:
         pytest.skip(reason)
     return world_pool.get(world_size)
 
@@ -160,19 +170,17 @@ def impl(pytestconfig: pytest.Config) -> Any:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    path = config.getoption("--xfails")
-    if not path:
-        return
-    entries = xfails.parse(Path(path))
+    entries = config.stash[_XFAILS]
     used: set[int] = set()
     for item in items:
         for entry in entries:
             if xfails.matches(entry, item.nodeid):
                 item.add_marker(pytest.mark.xfail(reason=entry.reason, strict=True))
                 used.add(entry.line)
+    path = config.getoption("--xfails")
     for entry in entries:
         if entry.line not in used:
+            where = f"{path}:{entry.line}"
             warnings.warn(
-                f"{path}:{entry.line}: xfail entry {entry.test_id!r} matches no collected test",
-                stacklevel=1,
+                f"{where}: xfail entry {entry.test_id!r} matches no collected test", stacklevel=1
             )

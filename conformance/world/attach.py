@@ -26,6 +26,9 @@ from conformance.world.rank import RankContext, encode, execute, init_group
 LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 _POLL_S = 0.001
 
+# The world rank 0's driver runs cases on; set by ``python -m conformance run`` under a launcher.
+CURRENT: AttachedWorld | None = None
+
 
 def launched() -> bool:
     """Whether this process was started by a launcher such as ``torchrun``."""

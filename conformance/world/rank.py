@@ -117,18 +117,6 @@ def serve(ctx: RankContext, channel: Channel) -> None:
         channel.send(encode(execute(ctx, task, args)))
 
 
-def health_check(ctx: RankContext, seq: int) -> list[int]:
-    """All-gather ``seq``: succeeds with the same list everywhere only if no rank is out of step.
-
-    Run by the driver after a case where some rank raised, because a rank that left a collective
-    early can leave the others' channels out of step for the next case.
-    """
-    mine = torch.tensor([seq, ctx.rank], device=ctx.device)
-    out = [torch.empty_like(mine) for _ in range(ctx.world_size)]
-    dist.all_gather(out, mine)
-    return [int(t[0]) * 1000 + int(t[1]) for t in out]
-
-
 def isolate_from_driver_terminal() -> None:
     """Ctrl-C in the driver's terminal reaches ranks too; the driver decides what stops."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

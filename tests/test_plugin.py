@@ -1,0 +1,111 @@
+"""The pytest plugin: options choose the worlds and the implementation, known failures are
+xfailed strictly, and a failing case tells how to replay it."""
+
+from __future__ import annotations
+
+import pytest
+
+INNER_TASKS = """
+import torch, torch.distributed as dist
+
+def rank_sum(ctx):
+    t = torch.tensor([float(ctx.rank)])
+    dist.all_reduce(t)
+    return float(t)
+
+def fail_on_last(ctx):
+    if ctx.rank == ctx.world_size - 1:
+        raise ValueError("[ST-GATHER-1] planted")
+    return ctx.rank
+"""
+
+INNER_TESTS = """
+from conformance.world import Case
+
+def test_sum(world):
+    n = world.world_size
+    assert world.run(Case("inner_tasks:rank_sum")).values() == [n * (n - 1) / 2] * n
+
+def test_fails(world):
+    world.run(Case("inner_tasks:fail_on_last")).values()
+
+def test_impl(impl):
+    assert impl == "the adapter"
+"""
+
+ADAPTER = 'ADAPTER = "the adapter"\n'
+
+
+@pytest.fixture
+def inner(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(inner_tasks=INNER_TASKS, test_inner=INNER_TESTS, my_adapter=ADAPTER)
+    return pytester
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        "-p", "conformance.plugin", "-p", "no:cacheprovider", *args
+    )
+
+
+def test_world_tests_run_once_per_world_size_and_failures_print_the_replay(inner):
+    result = run(inner, "--world-sizes", "1,3", "--impl", "my_adapter:ADAPTER", "-v")
+    result.assert_outcomes(passed=3, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_sum[[]ws1[]] PASSED*",
+            "*test_sum[[]ws3[]] PASSED*",
+            "*rank 2: raised ValueError: [[]ST-GATHER-1[]] planted*",
+            "*replay: python -m conformance replay --backend gloo --world-size 3 *inner_tasks*",
+        ]
+    )
+
+
+def test_known_failures_are_strict_xfails_and_stale_entries_are_reported(inner):
+    inner.path.joinpath("xfails.txt").write_text(
+        "# planted failure (https://example.invalid/issue/1)\n"
+        "test_inner.py::test_fails\n"
+        "test_inner.py::test_sum[ws1]   # listed, but it passes: strict xfail fails\n"
+        "test_inner.py::test_gone       # matches nothing\n"
+    )
+    result = run(
+        inner, "--world-sizes", "1,2", "--impl", "my_adapter:ADAPTER", "--xfails", "xfails.txt"
+    )
+    result.assert_outcomes(passed=2, xfailed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*test_gone*matches no collected test*", "*test_sum[[]ws1[]]*XPASS(strict)*"]
+    )
+
+
+def test_an_xfail_entry_without_a_reason_is_refused(inner):
+    inner.path.joinpath("xfails.txt").write_text("test_inner.py::test_fails\n")
+    result = run(inner, "--xfails", "xfails.txt", "--impl", "my_adapter:ADAPTER")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*xfails.txt:1*gives no reason*"])
+
+
+def test_an_unknown_implementation_is_a_usage_error(inner):
+    result = run(inner, "-k", "impl", "--impl", "no_such_module:thing")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*--impl 'no_such_module:thing' cannot be loaded*"])
+
+
+def test_bad_world_sizes_are_a_usage_error(inner):
+    result = run(inner, "--world-sizes", "0,9")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--world-sizes must lie in 1..8*"])
+
+
+def test_nccl_worlds_skip_with_the_reason_when_there_is_no_gpu(inner):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    result = run(inner, "-k", "sum", "--backend", "nccl", "--world-sizes", "2", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*NCCL*"])
+
+
+def test_worlds_work_under_xdist(inner):
+    result = run(inner, "-k", "sum", "-n", "2", "--world-sizes", "1,2,3,4")
+    result.assert_outcomes(passed=4)

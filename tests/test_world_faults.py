@@ -1,0 +1,140 @@
+"""Faults never hang the run: each is that case's failure, naming the rank, and the next case
+runs on a fresh world with no process of the old one left."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from conformance.world import Case, CaseFailed, Died, Hung, LocalWorld, Raised, Returned
+
+TIMEOUT_S = 4.0
+GRACE_S = 2.0
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def world4() -> Iterator[LocalWorld]:
+    with LocalWorld(4, case_timeout_s=TIMEOUT_S, grace_s=GRACE_S) as world:
+        yield world
+
+
+def run_fault(world: LocalWorld, case: Case):
+    before = world.pids()
+    began = time.monotonic()
+    result = world.run(case)
+    elapsed = time.monotonic() - began
+    assert elapsed < TIMEOUT_S + 10, f"fault took {elapsed:.1f} s to report"
+    assert not world.running, "a faulted world must be torn down"
+    assert not [pid for pid in before if alive(pid)], "ranks of the faulted world survive"
+    after = world.run(Case("world_tasks:all_reduce_sum", {"length": 2}))
+    assert after.ok, after.report("the case after a fault failed")
+    return result
+
+
+def test_one_rank_raising_while_others_wait_reports_the_raiser_and_the_waiters(world4):
+    result = run_fault(world4, Case("world_tasks:raise_while_others_wait", {"rank": 2}))
+    raised = result.outcomes[2]
+    assert isinstance(raised, Raised)
+    assert raised.is_a("ValueError")
+    assert raised.rule == "ST-VALID-1"
+    assert "raise_while_others_wait" in raised.traceback
+    for rank in (0, 1, 3):
+        hung = result.outcomes[rank]
+        assert isinstance(hung, Hung)
+        assert hung.waited_s < GRACE_S + 2
+        assert "all_reduce" in hung.stack
+
+
+def test_a_hung_rank_is_reported_with_its_stack(world4):
+    result = run_fault(world4, Case("world_tasks:hang", {"rank": 1}))
+    assert [type(o) for o in result.outcomes] == [Returned, Hung, Returned, Returned]
+    hung = result.outcomes[1]
+    assert hung.waited_s >= TIMEOUT_S
+    assert 'world_tasks.py", line' in hung.stack
+    assert "in hang" in hung.stack
+
+
+def test_a_rank_that_exits_is_reported_with_its_exit_code(world4):
+    result = run_fault(world4, Case("world_tasks:exit_abruptly", {"rank": 3, "code": 7}))
+    died = result.outcomes[3]
+    assert isinstance(died, Died)
+    assert died.exitcode == 7
+    assert all(not isinstance(o, Returned) for o in result.outcomes)
+
+
+def test_a_segfaulting_rank_is_reported_with_its_signal_and_stack(world4):
+    result = run_fault(world4, Case("world_tasks:segfault", {"rank": 0}))
+    died = result.outcomes[0]
+    assert isinstance(died, Died)
+    assert died.exitcode == -11
+    assert "Segmentation fault" in died.log_tail
+    assert "in segfault" in died.log_tail
+
+
+def test_a_raise_on_every_rank_is_reported_and_the_next_case_gets_a_fresh_world(world4):
+    result = run_fault(world4, Case("world_tasks:raise_everywhere"))
+    assert all(isinstance(o, Raised) and o.rule == "ERR-1" for o in result.outcomes)
+
+
+def test_a_message_left_in_flight_by_a_raising_rank_does_not_reach_the_next_case(world4):
+    run_fault(world4, Case("world_tasks:raise_after_sending"))
+    assert world4.run(Case("world_tasks:receive_from_zero")).values()[1] == [7.0]
+
+
+def test_values_of_a_failed_case_raise_a_report_with_every_rank_and_the_replay(world4):
+    result = world4.run(Case("world_tasks:raise_while_others_wait", {"rank": 0}))
+    with pytest.raises(CaseFailed) as info:
+        result.values()
+    report = str(info.value)
+    assert "rank 0: raised ValueError: bad input on one rank [ST-VALID-1]" in report
+    assert "rank 3: no answer after" in report
+    assert "replay: python -m conformance replay --backend gloo --world-size 4 " in report
+
+
+def test_sub_groups_use_global_ranks(world4):
+    values = world4.run(Case("world_tasks:sub_group_sum", {"ranks": [1, 3]})).values()
+    assert values == [None, 4.0, None, 4.0]
+
+
+def test_rank_output_goes_to_its_log_not_the_driver(world4, capfd):
+    assert world4.run(Case("world_tasks:chatty")).values() == [0, 1, 2, 3]
+    out, err = capfd.readouterr()
+    assert "writes to stdout" not in out + err
+
+
+def test_an_unpicklable_result_is_reported_not_lost(world4):
+    result = world4.run(Case("world_tasks:unpicklable"))
+    assert all(isinstance(o, Raised) and o.type == "PicklingError" for o in result.outcomes)
+
+
+def test_closing_leaves_no_process():
+    world = LocalWorld(3)
+    world.start()
+    pids = world.pids()
+    assert all(alive(pid) for pid in pids)
+    world.close()
+    assert not [pid for pid in pids if alive(pid)]
+    assert not world.running
+
+
+def test_an_unavailable_backend_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="NCCL"):
+        LocalWorld(2, "nccl")
+
+
+def test_ranks_see_their_rank_and_world_size():
+    for size in (1, 3, 5, 8):
+        with LocalWorld(size) as world:
+            assert world.run(Case("world_tasks:whoami")).values() == [
+                [r, size] for r in range(size)
+            ]

@@ -1,0 +1,102 @@
+"""Tasks the engine tests send to ranks: well-behaved ones, and each kind of fault."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+from conformance.world import RankContext
+
+
+def whoami(ctx: RankContext) -> list[int]:
+    return [ctx.rank, ctx.world_size]
+
+
+def all_reduce_sum(ctx: RankContext, length: int) -> torch.Tensor:
+    tensor = torch.full((length,), float(ctx.rank + 1), dtype=torch.float64)
+    dist.all_reduce(tensor)
+    return tensor
+
+
+def sub_group_sum(ctx: RankContext, ranks: list[int]) -> float | None:
+    group = ctx.group(ranks)
+    if ctx.rank not in ranks:
+        return None
+    tensor = torch.tensor([float(ctx.rank)])
+    dist.all_reduce(tensor, group=group)
+    return float(tensor)
+
+
+def chatty(ctx: RankContext) -> int:
+    print(f"rank {ctx.rank} writes to stdout", flush=True)
+    os.write(1, b"and straight to fd 1\n")
+    return ctx.rank
+
+
+def raise_everywhere(ctx: RankContext) -> None:
+    raise ValueError(f"bad input on every rank [ERR-1] (rank {ctx.rank})")
+
+
+def raise_on(ctx: RankContext, rank: int) -> int:
+    if ctx.rank == rank:
+        raise ValueError(f"planted failure on rank {rank}")
+    return ctx.rank
+
+
+def raise_while_others_wait(ctx: RankContext, rank: int) -> torch.Tensor:
+    if ctx.rank == rank:
+        raise ValueError("bad input on one rank [ST-VALID-1]")
+    return all_reduce_sum(ctx, 1)
+
+
+def raise_after_sending(ctx: RankContext) -> None:
+    """Rank 0 sends before raising; the others raise without receiving: out of step."""
+    if ctx.rank == 0:
+        dist.isend(torch.ones(4), dst=1)
+    raise ValueError("raised at different points")
+
+
+def receive_from_zero(ctx: RankContext) -> list[float] | None:
+    """Rank 0 sends 7 to rank 1; rank 1 must receive exactly that."""
+    if ctx.rank == 0:
+        dist.send(torch.full((4,), 7.0), dst=1)
+    if ctx.rank == 1:
+        tensor = torch.empty(4)
+        dist.recv(tensor, src=0)
+        return tensor.unique().tolist()
+    return None
+
+
+def hang(ctx: RankContext, rank: int) -> int:
+    if ctx.rank == rank:
+        time.sleep(3600)
+    return ctx.rank
+
+
+def exit_abruptly(ctx: RankContext, rank: int, code: int) -> torch.Tensor:
+    if ctx.rank == rank:
+        os._exit(code)
+    return all_reduce_sum(ctx, 1)
+
+
+def segfault(ctx: RankContext, rank: int) -> int:
+    if ctx.rank == rank:
+        ctypes.string_at(0)
+    return ctx.rank
+
+
+def unpicklable(ctx: RankContext) -> object:
+    return lambda: None
+
+
+def chunk_sizes(ctx: RankContext, length: int) -> list[int]:
+    """Each rank's torch.chunk piece of ``length`` rows, all-gathered: every rank's view."""
+    pieces = torch.arange(length).chunk(ctx.world_size) if length else ()
+    mine = pieces[ctx.rank].numel() if ctx.rank < len(pieces) else 0
+    sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(ctx.world_size)]
+    dist.all_gather(sizes, torch.tensor([mine]))
+    return [int(s) for s in sizes]
