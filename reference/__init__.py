@@ -1,0 +1,1 @@
+"""shardspec's reference implementation: sharded tensors in direct code, next to spec/."""
