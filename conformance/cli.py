@@ -38,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--spawn-cases", type=int, default=3, help="cases for the spawn baseline")
     bench.set_defaults(handler=_bench)
 
+    rules = commands.add_parser("rules", help="list every spec rule with the tests that cite it")
+    rules.add_argument("paths", nargs="*", help=f"test files or folders (default: {SUITE})")
+    rules.set_defaults(handler=_rules)
+
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "run":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -91,6 +95,13 @@ def _replay(args: argparse.Namespace, extra: list[str]) -> int:
         return 0
     print(result.report("the case did not return on every rank"), file=sys.stderr)
     return 1
+
+
+def _rules(args: argparse.Namespace, extra: list[str]) -> int:
+    from conformance import rules
+
+    print(rules.report(rules.load(), rules.citations([Path(p) for p in args.paths] or [SUITE])))
+    return 0
 
 
 def _bench(args: argparse.Namespace, extra: list[str]) -> int:

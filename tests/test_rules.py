@@ -1,0 +1,76 @@
+"""The spec is machine-readable: every rule has a unique, well-formed id in its chapter, and the
+conformance suite's citations of rules are checked against it."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+import pytest
+
+from conformance import rules
+from conformance.cli import main
+
+PARTS = ("**Rule.**", "**Why.**", "**Example.**", "**PyTorch 2.13.**")
+
+
+@pytest.fixture(scope="module")
+def spec_rules() -> list[rules.Rule]:
+    return rules.load()
+
+
+def test_each_chapter_uses_the_prefix_the_index_gives_it(spec_rules):
+    index = (rules.SPEC / "README.md").read_text()
+    declared = dict(re.findall(r"^\| \[([\w-]+\.md)\]\(\1\) \| `([A-Z-]+)` \|", index, re.M))
+    assert declared, "spec/README.md lists no chapter prefixes"
+    for rule in spec_rules:
+        assert declared.get(rule.chapter) == rule.prefix, f"{rule.id} in {rule.chapter}"
+
+
+def test_ids_in_a_chapter_count_from_one_without_gaps(spec_rules):
+    numbers = defaultdict(list)
+    for rule in spec_rules:
+        numbers[rule.prefix].append(int(rule.id.rsplit("-", 1)[1]))
+    for prefix, found in numbers.items():
+        assert found == list(range(1, len(found) + 1)), prefix
+
+
+def test_every_rule_has_its_four_parts_in_order(spec_rules):
+    for chapter in sorted({rule.chapter for rule in spec_rules}):
+        text = (rules.SPEC / chapter).read_text()
+        bodies = re.split(r"^### ", text, flags=re.M)[1:]
+        for body in bodies:
+            rule_id = body.split(":", 1)[0]
+            positions = [body.find(part) for part in PARTS]
+            assert -1 not in positions, f"{rule_id} in {chapter} lacks one of {PARTS}"
+            assert positions == sorted(positions), f"{rule_id} in {chapter}: parts out of order"
+
+
+def test_a_duplicate_id_is_refused(tmp_path):
+    (tmp_path / "a.md").write_text("### X-1: one\n")
+    (tmp_path / "b.md").write_text("### X-1: again\n")
+    with pytest.raises(ValueError, match=r"X-1 is defined twice: a\.md:1 and b\.md:1"):
+        rules.load(tmp_path)
+
+
+def test_the_suite_cites_only_rules_the_spec_defines(spec_rules):
+    unknown = set(rules.citations()) - {rule.id for rule in spec_rules}
+    assert not unknown, f"tests cite ids the spec does not define: {sorted(unknown)}"
+
+
+def test_the_uncovered_list_is_exactly_the_rules_without_a_conformance_test(spec_rules):
+    cited = rules.citations()
+    uncovered = {rule.id for rule in spec_rules if not rule.retired and rule.id not in cited}
+    listed = rules.read_uncovered()
+    assert not (uncovered - listed), f"rules without a test: {sorted(uncovered - listed)}"
+    assert not (listed - uncovered), (
+        f"now covered, remove from {rules.UNCOVERED.name}: {sorted(listed - uncovered)}"
+    )
+
+
+def test_the_rules_command_lists_every_rule(spec_rules, capsys):
+    assert main(["rules"]) == 0
+    out = capsys.readouterr().out
+    for rule in spec_rules:
+        assert re.search(rf"^{re.escape(rule.id)} +\d+ test\(s\)", out, re.M), rule.id
+    assert f"{len(spec_rules)} rules, " in out
