@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from conformance import profiles, xfails
+from conformance import profiles, rules, xfails
+from conformance import report as rule_report
 from conformance.world import attach
 from conformance.world.attach import AttachedWorld
 from conformance.world.backends import backend_named
@@ -49,6 +51,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=float,
         default=5.0,
         help="seconds the other ranks get once one rank has raised or died (default 5)",
+    )
+    group.addoption(
+        "--report-dir",
+        default=None,
+        help="write the per-rule results there as rules.md and rules.json",
     )
     group.addoption(
         "--start-method",
@@ -93,6 +100,7 @@ def load_impl(spec: str) -> Any:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "rules(*ids): the spec rule ids a test checks")
     world_sizes(config)
     try:
         backend_named(config.getoption("--backend"))
@@ -100,6 +108,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_XFAILS] = xfails.parse(Path(path)) if path else []
     except (ValueError, OSError) as exc:
         raise pytest.UsageError(str(exc)) from None
+    if not hasattr(config, "workerinput"):  # the xdist controller, or a run without xdist
+        config.pluginmanager.register(_RuleResults(config), "shardspec-rule-results")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -170,6 +180,21 @@ def impl(pytestconfig: pytest.Config) -> Any:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _label_with_rules(items)
+    _mark_known_failures(config, items)
+
+
+def _label_with_rules(items: list[pytest.Item]) -> None:
+    """Carry each test's rule ids and world size on its reports (they travel from xdist workers)."""
+    for item in items:
+        cited = [rule for marker in item.iter_markers("rules") for rule in marker.args]
+        if cited:
+            callspec = getattr(item, "callspec", None)
+            size = callspec.params.get("world_size", "any") if callspec else "any"
+            item.user_properties += [("rules", ",".join(cited)), ("world_size", str(size))]
+
+
+def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> None:
     entries = config.stash[_XFAILS]
     used: set[int] = set()
     for item in items:
@@ -184,3 +209,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             warnings.warn(
                 f"{where}: xfail entry {entry.test_id!r} matches no collected test", stacklevel=1
             )
+
+
+class _RuleResults:
+    """Folds every test report that cites rules into the per-rule table, and prints it."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.table = rule_report.RuleTable()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        properties = dict(report.user_properties)
+        final = report.when == "call" or (report.when == "setup" and report.outcome != "passed")
+        if "rules" not in properties or not final:
+            return
+        skipped = report.skipped and isinstance(report.longrepr, tuple)
+        reason = report.longrepr[2].removeprefix("Skipped: ") if skipped else ""
+        verdict = rule_report.verdict_of(report.outcome, hasattr(report, "wasxfail"), reason)
+        self.table.add(properties["rules"].split(","), properties["world_size"], verdict)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.table.cells:
+            return
+        order = [rule.id for rule in rules.load()]
+        terminalreporter.section("shardspec: results per rule")
+        terminalreporter.write_line(rule_report.render_text(self.table, order))
+        markdown = rule_report.render_markdown(self.table, order)
+        directory = self.config.getoption("--report-dir")
+        if directory:
+            Path(directory).mkdir(parents=True, exist_ok=True)
+            Path(directory, "rules.md").write_text(markdown)
+            Path(directory, "rules.json").write_text(rule_report.render_json(self.table, order))
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary:
+            with open(summary, "a") as out:
+                out.write("## shardspec conformance\n\n" + markdown)

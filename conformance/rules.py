@@ -45,11 +45,19 @@ def parse_chapter(path: Path) -> list[Rule]:
     return rules
 
 
+def chapters(spec_dir: Path = SPEC) -> list[Path]:
+    """The chapters in the order of the index (spec/README.md), then any it does not list."""
+    index = spec_dir / "README.md"
+    listed = re.findall(r"^\| \[([\w-]+\.md)\]", index.read_text(), re.M) if index.exists() else []
+    others = sorted(p.name for p in spec_dir.glob("*.md") if p.name not in listed)
+    return [spec_dir / name for name in [*listed, *others] if (spec_dir / name).exists()]
+
+
 def load(spec_dir: Path = SPEC) -> list[Rule]:
     """Every rule of the spec in chapter order; refuses duplicate ids and mixed prefixes."""
     rules: list[Rule] = []
     seen: dict[str, Rule] = {}
-    for chapter in sorted(spec_dir.glob("*.md")):
+    for chapter in chapters(spec_dir):
         found = parse_chapter(chapter)
         prefixes = {rule.prefix for rule in found}
         if len(prefixes) > 1:

@@ -1,0 +1,126 @@
+"""The adapter contract: what an implementation provides so the suite can judge it.
+
+An adapter is thin: it translates the suite's neutral vocabulary (``conformance.vocabulary``:
+placement strings, shard dicts, plain shapes) into the implementation's own types and back, and
+declares which capabilities it claims. It holds no logic of its own; a rule the implementation
+breaks must not be papered over here.
+
+Methods run on the ranks of a world (inside a case), except the ones marked *pure*, which the
+suite may also call in the driver or from fixtures with no process group. A method signals the
+implementation's verdict by raising its exception unchanged: the suite judges the type.
+
+Rules an adapter does not claim (see ``CAPABILITIES``) are reported as "not claimed", not failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import torch
+import torch.distributed as dist
+
+from conformance.vocabulary import Shard
+
+CAPABILITIES = {
+    "sharded_tensor": "the ShardedTensor family (ST-* rules)",
+    "dtensor": "the DeviceMesh/DTensor family (DT-*, INTEROP-* rules)",
+    "partial:sum": "Partial(sum) placements; likewise partial:avg, partial:max, ...",
+    "strided_shard": "the strided shard placement _S(dim, split_factor)",
+    "sub_groups": "process groups that are a strict subset of the world",
+    "cuda": "CUDA tensors on NCCL worlds",
+}
+
+
+class Adapter(Protocol):
+    name: str
+    capabilities: frozenset[str]
+
+    # -- ShardedTensor ------------------------------------------------------------------------
+
+    def st_chunk_metadata(
+        self, global_shape: Sequence[int], dim: int, placements: Sequence[str]
+    ) -> list[Shard]:
+        """*Pure.* The shards a ``ChunkShardingSpec(dim, placements)`` lays out (ST-SPEC)."""
+
+    def st_validate(self, shards: Sequence[Shard], global_shape: Sequence[int]) -> None:
+        """*Pure.* Raise if ``shards`` cannot describe a tensor of ``global_shape`` (ST-VALID)."""
+
+    def st_shard(
+        self,
+        tensor: torch.Tensor | None,
+        dim: int,
+        placements: Sequence[str],
+        src_rank: int,
+        group: dist.ProcessGroup | None,
+    ) -> Any:
+        """Scatter ``tensor`` (meaningful on ``src_rank``) into a sharded tensor (ST-LIFE)."""
+
+    def st_from_local_shards(
+        self,
+        local: Sequence[tuple[torch.Tensor, Shard]],
+        global_shape: Sequence[int],
+        group: dist.ProcessGroup | None,
+    ) -> Any:
+        """Build a sharded tensor from each rank's own shards (ST-LIFE, ST-VALID)."""
+
+    def st_local_shards(self, st: Any) -> list[tuple[torch.Tensor, Shard]]:
+        """This rank's shards, each with its metadata."""
+
+    def st_describe(self, st: Any) -> dict[str, Any]:
+        """``{"shape": [...], "dtype": "float32", "shards": [Shard, ...]}`` (global metadata)."""
+
+    def st_gather(self, st: Any, dst: int, out: torch.Tensor | None) -> None:
+        """Gather into ``out`` on ``dst`` (ST-GATHER)."""
+
+    def st_reshard(self, st: Any, dim: int, placements: Sequence[str]) -> Any:
+        """The tensor re-laid out by ``ChunkShardingSpec(dim, placements)`` (ST-RESHARD)."""
+
+    # -- DTensor ------------------------------------------------------------------------------
+
+    def dt_mesh(
+        self,
+        device_type: str,
+        shape: Sequence[int],
+        ranks: Sequence[int],
+        names: Sequence[str] | None,
+    ) -> Any:
+        """A device mesh of ``shape`` over ``ranks`` (row-major), on every rank (DT-MESH)."""
+
+    def dt_local_shape_and_offset(
+        self,
+        global_shape: Sequence[int],
+        mesh_shape: Sequence[int],
+        placements: Sequence[str],
+        coordinate: Sequence[int],
+    ) -> tuple[list[int], list[int]]:
+        """*Pure.* The local shape and global offset of ``coordinate`` (DT-LAYOUT)."""
+
+    def dt_distribute(
+        self, tensor: torch.Tensor, mesh: Any, placements: Sequence[str], src_data_rank: int
+    ) -> Any:
+        """``distribute_tensor`` (DT-API)."""
+
+    def dt_from_local(
+        self,
+        local: torch.Tensor,
+        mesh: Any,
+        placements: Sequence[str],
+        run_check: bool,
+        shape: Sequence[int] | None,
+        stride: Sequence[int] | None,
+    ) -> Any:
+        """``DTensor.from_local`` (DT-API)."""
+
+    def dt_to_local(self, dt: Any) -> torch.Tensor: ...
+
+    def dt_full_tensor(self, dt: Any) -> torch.Tensor: ...
+
+    def dt_redistribute(self, dt: Any, placements: Sequence[str]) -> Any:
+        """The same global value with ``placements`` (DT-REDIST)."""
+
+    def dt_describe(self, dt: Any) -> dict[str, Any]:
+        """``{"shape", "stride", "dtype", "placements"}``, placements in the vocabulary."""
+
+    def dt_shard_metadata(self, dt: Any) -> list[Shard]:
+        """The DTensor's boxes as ShardedTensor shards (INTEROP)."""

@@ -1,0 +1,176 @@
+"""PyTorch's own implementation under the adapter contract.
+
+``ShardedTensor`` from ``torch.distributed._shard`` and ``DTensor`` from
+``torch.distributed.tensor``. Translation only: where PyTorch breaks a rule, the failure stays
+visible and is listed, with its reason, in ``conformance/xfails/torch.txt``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed._shard.api import _shard_tensor
+from torch.distributed._shard.metadata import ShardMetadata
+from torch.distributed._shard.sharded_tensor import Shard as TorchShard
+from torch.distributed._shard.sharded_tensor import ShardedTensor, init_from_local_shards
+from torch.distributed._shard.sharding_spec import ChunkShardingSpec
+from torch.distributed._shard.sharding_spec._internals import (
+    check_tensor,
+    validate_non_overlapping_shards_metadata,
+)
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import DTensor, Partial, Placement, Replicate, distribute_tensor
+from torch.distributed.tensor import Shard as DShard
+from torch.distributed.tensor._utils import _compute_local_shape_and_global_offset
+from torch.distributed.tensor.placement_types import _StridedShard
+
+from conformance.vocabulary import Shard, parse_placement, shard
+
+
+def _to_torch_placement(text: str) -> Placement:
+    p = parse_placement(text)
+    if p.kind == "R":
+        return Replicate()
+    if p.kind == "S":
+        return DShard(p.dim_or_op)
+    if p.kind == "P":
+        return Partial(p.dim_or_op)
+    return _StridedShard(p.dim_or_op, split_factor=p.split_factor)
+
+
+def _from_torch_placement(p: Placement) -> str:
+    if isinstance(p, _StridedShard):
+        return f"_S({p.dim},{p.split_factor})"
+    if isinstance(p, DShard):
+        return f"S({p.dim})"
+    if isinstance(p, Partial):
+        return f"P({p.reduce_op})"
+    return "R"
+
+
+def _to_metadata(s: Shard) -> ShardMetadata:
+    return ShardMetadata(list(s["offsets"]), list(s["sizes"]), s["placement"])
+
+
+def _from_metadata(m: ShardMetadata) -> Shard:
+    return shard(m.shard_offsets, m.shard_sizes, str(m.placement))
+
+
+class PyTorchAdapter:
+    name = "torch"
+    capabilities = frozenset(
+        {
+            "sharded_tensor",
+            "dtensor",
+            "partial:sum",
+            "partial:avg",
+            "partial:max",
+            "partial:min",
+            "strided_shard",
+            "sub_groups",
+            "cuda",
+        }
+    )
+
+    # -- ShardedTensor ------------------------------------------------------------------------
+
+    def st_chunk_metadata(
+        self, global_shape: Sequence[int], dim: int, placements: Sequence[str]
+    ) -> list[Shard]:
+        spec = ChunkShardingSpec(dim=dim, placements=list(placements))
+        built = spec.build_metadata(torch.Size(global_shape), _properties())
+        return [_from_metadata(m) for m in built.shards_metadata]
+
+    def st_validate(self, shards: Sequence[Shard], global_shape: Sequence[int]) -> None:
+        metadata = [_to_metadata(s) for s in shards]
+        validate_non_overlapping_shards_metadata(metadata)
+        check_tensor(metadata, list(global_shape))
+
+    def st_shard(self, tensor, dim, placements, src_rank, group) -> ShardedTensor:
+        spec = ChunkShardingSpec(dim=dim, placements=list(placements))
+        return _shard_tensor(tensor, spec, src_rank=src_rank, process_group=group)
+
+    def st_from_local_shards(self, local, global_shape, group) -> ShardedTensor:
+        shards = [TorchShard(tensor, _to_metadata(meta)) for tensor, meta in local]
+        return init_from_local_shards(shards, *global_shape, process_group=group)
+
+    def st_local_shards(self, st: ShardedTensor) -> list[tuple[torch.Tensor, Shard]]:
+        return [(s.tensor, _from_metadata(s.metadata)) for s in st.local_shards()]
+
+    def st_describe(self, st: ShardedTensor) -> dict[str, Any]:
+        metadata = st.metadata()
+        return {
+            "shape": list(metadata.size),
+            "dtype": str(metadata.tensor_properties.dtype).removeprefix("torch."),
+            "shards": [_from_metadata(m) for m in metadata.shards_metadata],
+        }
+
+    def st_gather(self, st: ShardedTensor, dst: int, out: torch.Tensor | None) -> None:
+        st.gather(dst=dst, out=out)
+
+    def st_reshard(self, st: ShardedTensor, dim: int, placements: Sequence[str]) -> ShardedTensor:
+        return st.reshard(ChunkShardingSpec(dim=dim, placements=list(placements)))
+
+    # -- DTensor ------------------------------------------------------------------------------
+
+    def dt_mesh(self, device_type, shape, ranks, names) -> DeviceMesh:
+        mesh = torch.tensor(list(ranks), dtype=torch.int).reshape(list(shape))
+        return DeviceMesh(device_type, mesh, mesh_dim_names=tuple(names) if names else None)
+
+    def dt_local_shape_and_offset(self, global_shape, mesh_shape, placements, coordinate):
+        shape, offset = _compute_local_shape_and_global_offset(
+            list(global_shape),
+            list(mesh_shape),
+            list(coordinate),
+            [_to_torch_placement(p) for p in placements],
+        )
+        return list(shape), list(offset)
+
+    def dt_distribute(self, tensor, mesh, placements, src_data_rank) -> DTensor:
+        torch_placements = [_to_torch_placement(p) for p in placements]
+        return distribute_tensor(tensor, mesh, torch_placements, src_data_rank=src_data_rank)
+
+    def dt_from_local(self, local, mesh, placements, run_check, shape, stride) -> DTensor:
+        return DTensor.from_local(
+            local,
+            mesh,
+            [_to_torch_placement(p) for p in placements],
+            run_check=run_check,
+            shape=torch.Size(shape) if shape is not None else None,
+            stride=tuple(stride) if stride is not None else None,
+        )
+
+    def dt_to_local(self, dt: DTensor) -> torch.Tensor:
+        return dt.to_local()
+
+    def dt_full_tensor(self, dt: DTensor) -> torch.Tensor:
+        return dt.full_tensor()
+
+    def dt_redistribute(self, dt: DTensor, placements: Sequence[str]) -> DTensor:
+        return dt.redistribute(dt.device_mesh, [_to_torch_placement(p) for p in placements])
+
+    def dt_describe(self, dt: DTensor) -> dict[str, Any]:
+        return {
+            "shape": list(dt.shape),
+            "stride": list(dt.stride()),
+            "dtype": str(dt.dtype).removeprefix("torch."),
+            "placements": [_from_torch_placement(p) for p in dt.placements],
+        }
+
+    def dt_shard_metadata(self, dt: DTensor) -> list[Shard]:
+        chunks = dt.__create_chunk_list__()
+        rank = dist.get_rank()
+        device = dt.to_local().device
+        return [shard(list(c.offsets), list(c.sizes), f"rank:{rank}/{device}") for c in chunks]
+
+
+def _properties():
+    from torch.distributed._shard.sharded_tensor.metadata import TensorProperties
+
+    return TensorProperties(dtype=torch.float32)
+
+
+ADAPTER = PyTorchAdapter()

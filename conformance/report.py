@@ -1,0 +1,84 @@
+"""Per-rule results: which rules passed, failed or were not claimed, at which world size.
+
+Test reports carry the rules a test cites and its world size (as pytest user properties, so
+results from xdist workers arrive with them); this module folds them into one verdict per
+(rule, world size) and renders the table for the terminal, Markdown (a CI job summary) and JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+# A cell shows the worst verdict among the tests behind it, in this order.
+SEVERITY = ["fail", "xpass", "xfail", "pass", "not claimed", "skip"]
+NOT_CLAIMED = "not claimed"
+
+
+@dataclass
+class RuleTable:
+    cells: dict[str, dict[str, str]] = field(default_factory=lambda: defaultdict(dict))
+    sizes: set[str] = field(default_factory=set)
+
+    def add(self, rules: list[str], size: str, verdict: str) -> None:
+        self.sizes.add(size)
+        for rule in rules:
+            current = self.cells[rule].get(size)
+            if current is None or SEVERITY.index(verdict) < SEVERITY.index(current):
+                self.cells[rule][size] = verdict
+
+    def columns(self) -> list[str]:
+        return sorted(self.sizes, key=lambda s: (not s.isdigit(), int(s) if s.isdigit() else 0, s))
+
+    def rows(self, order: list[str]) -> list[tuple[str, list[str]]]:
+        """Rules in spec order (then any others), each with its cell per column."""
+        known = [r for r in order if r in self.cells] + sorted(set(self.cells) - set(order))
+        return [(rule, [self.cells[rule].get(c, "") for c in self.columns()]) for rule in known]
+
+    def counts(self) -> dict[str, int]:
+        totals: dict[str, int] = defaultdict(int)
+        for by_size in self.cells.values():
+            worst = min(by_size.values(), key=SEVERITY.index)
+            totals[worst] += 1
+        return dict(totals)
+
+
+def verdict_of(outcome: str, wasxfail: bool, skip_reason: str) -> str:
+    """Map a pytest outcome to a table verdict."""
+    if wasxfail:
+        return "xfail" if outcome == "skipped" else "xpass"
+    if outcome == "skipped":
+        return NOT_CLAIMED if skip_reason.startswith(NOT_CLAIMED) else "skip"
+    return {"passed": "pass", "failed": "fail"}[outcome]
+
+
+def render_text(table: RuleTable, order: list[str]) -> str:
+    columns = table.columns()
+    headers = ["rule", *(f"ws{c}" if c.isdigit() else c for c in columns)]
+    rows = [[rule, *cells] for rule, cells in table.rows(order)]
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    lines.append(_summary(table))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def render_markdown(table: RuleTable, order: list[str]) -> str:
+    columns = table.columns()
+    headers = ["rule", *(f"ws{c}" if c.isdigit() else c for c in columns)]
+    lines = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
+    lines += ["| " + " | ".join([rule, *cells]) + " |" for rule, cells in table.rows(order)]
+    return "\n".join([*lines, "", _summary(table), ""])
+
+
+def render_json(table: RuleTable, order: list[str]) -> str:
+    rules = {
+        rule: dict(zip(table.columns(), cells, strict=True)) for rule, cells in table.rows(order)
+    }
+    return json.dumps({"rules": rules, "summary": table.counts()}, indent=2, sort_keys=True)
+
+
+def _summary(table: RuleTable) -> str:
+    counts = table.counts()
+    return "rules: " + ", ".join(f"{counts[v]} {v}" for v in SEVERITY if counts.get(v))

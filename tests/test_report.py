@@ -1,0 +1,119 @@
+"""The per-rule table: the worst verdict wins a cell, and it renders for people and machines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from expecttest import TestCase
+
+from conformance.report import RuleTable, render_json, render_markdown, render_text, verdict_of
+
+
+def sample() -> RuleTable:
+    table = RuleTable()
+    table.add(["ST-VALID-1", "ERR-6"], "1", "pass")
+    table.add(["ST-VALID-1"], "2", "pass")
+    table.add(["ST-VALID-1"], "2", "fail")
+    table.add(["ST-GATHER-3"], "2", "xfail")
+    table.add(["DT-API-2"], "any", "not claimed")
+    return table
+
+
+ORDER = ["ERR-6", "ST-VALID-1", "ST-GATHER-3", "DT-API-2"]
+
+
+def test_a_cell_shows_the_worst_verdict_of_its_tests():
+    table = sample()
+    assert table.cells["ST-VALID-1"] == {"1": "pass", "2": "fail"}
+    assert table.counts() == {"pass": 1, "fail": 1, "xfail": 1, "not claimed": 1}
+
+
+@pytest.mark.parametrize(
+    ("outcome", "wasxfail", "reason", "verdict"),
+    [
+        ("passed", False, "", "pass"),
+        ("failed", False, "", "fail"),
+        ("skipped", True, "", "xfail"),
+        ("passed", True, "", "xpass"),
+        ("skipped", False, "not claimed: strided_shard", "not claimed"),
+        ("skipped", False, "NCCL needs one GPU per rank", "skip"),
+    ],
+)
+def test_pytest_outcomes_map_to_verdicts(outcome, wasxfail, reason, verdict):
+    assert verdict_of(outcome, wasxfail, reason) == verdict
+
+
+class TestRendering(TestCase):
+    def test_text_table(self):
+        self.assertExpectedInline(
+            render_text(sample(), ORDER),
+            """\
+rule         ws1   ws2    any
+ERR-6        pass
+ST-VALID-1   pass  fail
+ST-GATHER-3        xfail
+DT-API-2                  not claimed
+rules: 1 fail, 1 xfail, 1 pass, 1 not claimed""",
+        )
+
+    def test_markdown_table(self):
+        self.assertExpectedInline(
+            render_markdown(sample(), ORDER),
+            """\
+| rule | ws1 | ws2 | any |
+| --- | --- | --- | --- |
+| ERR-6 | pass |  |  |
+| ST-VALID-1 | pass | fail |  |
+| ST-GATHER-3 |  | xfail |  |
+| DT-API-2 |  |  | not claimed |
+
+rules: 1 fail, 1 xfail, 1 pass, 1 not claimed
+""",
+        )
+
+
+def test_json_has_every_cell_and_the_summary():
+    data = json.loads(render_json(sample(), ORDER))
+    assert data["rules"]["ST-VALID-1"] == {"1": "pass", "2": "fail", "any": ""}
+    assert data["summary"] == {"pass": 1, "fail": 1, "xfail": 1, "not claimed": 1}
+
+
+INNER = """
+import pytest
+
+@pytest.mark.rules("ST-SPEC-1")
+def test_passes(world):
+    pass
+
+@pytest.mark.rules("ST-SPEC-2", "ERR-1")
+def test_fails_on_two(world):
+    assert world.world_size != 2
+
+@pytest.mark.rules("DT-PLACE-7")
+def test_unclaimed():
+    pytest.skip("not claimed: strided_shard")
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_run_prints_the_table_and_writes_the_reports(pytester, workers):
+    pytester.makepyfile(test_inner=INNER)
+    result = pytester.runpytest_subprocess(
+        "-p", "conformance.plugin", "--world-sizes", "1,2", "--report-dir", "out", *workers
+    )
+    result.assert_outcomes(passed=3, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*shardspec: results per rule*",
+            "rule        ws1   ws2   any",
+            "ERR-1       pass  fail",
+            "ST-SPEC-1   pass  pass",
+            "ST-SPEC-2   pass  fail",
+            "DT-PLACE-7              not claimed",
+            "rules: 2 fail, 1 pass, 1 not claimed",
+        ]
+    )
+    data = json.loads((pytester.path / "out" / "rules.json").read_text())
+    assert data["summary"] == {"pass": 1, "fail": 2, "not claimed": 1}
+    assert "| ST-SPEC-2 | pass | fail |  |" in (pytester.path / "out" / "rules.md").read_text()
