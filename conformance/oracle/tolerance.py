@@ -1,0 +1,76 @@
+"""How far a result may round, where the spec lets it (DT-REDIST-5, DT-REDIST-8).
+
+Everything else is exact (ERR-10): data movement, ``min``/``max``, integer reductions, and
+floating ``sum``/``product``/``avg`` whenever every partial result of every order is exactly
+representable. The bounds are element-wise and compare the implementation's result with the
+oracle's (``placements.reduce``), each computed in some order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+# The largest power of two up to which every integer multiple of 2**-q (q below) is exact.
+_EXACT_UP_TO = {torch.float32: 2.0**24, torch.float64: 2.0**53}
+_SCALES = (1.0, 256.0)  # integers, and multiples of 1/256 such as make_global's quarters
+
+
+def _exact_sums(parts: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Where every partial sum of the parts, in any order, is exactly representable."""
+    exact = torch.zeros(parts.shape[1:], dtype=torch.bool)
+    for scale in _SCALES:
+        scaled = parts * scale
+        integral = (scaled == scaled.round()).all(0)
+        exact |= integral & (scaled.abs().sum(0) <= _EXACT_UP_TO[dtype])
+    return exact
+
+
+def _exact_products(parts: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Where the parts are integers whose non-zero magnitudes multiply to an exact value."""
+    integral = (parts == parts.round()).all(0)
+    magnitudes = torch.where(parts == 0, torch.ones_like(parts), parts.abs())
+    return integral & (magnitudes.prod(0) <= _EXACT_UP_TO[dtype])
+
+
+def tolerance(op: str, parts: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Element-wise bound on ``|result - reduce(op, parts)|`` for reducing ``parts`` (the local
+    tensors of one group of ``P(op)`` coordinates) in any order (DT-REDIST-5).
+
+    Zero for integer dtypes, for ``min``/``max`` and where the reduction is exact; otherwise
+    ``(n - 1) * eps`` times ``sum |x|`` (sum), ``|prod x|`` (product), plus one rounding of the
+    division for ``avg``: two orders each within ``(n - 1) * eps / 2`` of the exact value."""
+    dtype = parts[0].dtype
+    zero = torch.zeros(parts[0].shape, dtype=torch.float64)
+    if not dtype.is_floating_point or op in ("min", "max"):
+        return zero
+    x = torch.stack(parts).to(torch.float64)
+    n, eps = len(parts), torch.finfo(dtype).eps
+    if op == "product":
+        bound = (n - 1) * eps * x.prod(0).abs()
+        return torch.where(_exact_products(x, dtype), zero, bound)
+    bound = (n - 1) * eps * x.abs().sum(0)
+    if op == "avg":
+        bound = bound / n + eps * (x.sum(0) / n).abs()
+    return torch.where(_exact_sums(x, dtype), zero, bound)
+
+
+def partition_tolerance(value: torch.Tensor, n: int) -> torch.Tensor:
+    """Element-wise bound on ``|s - v|`` when a value ``v`` partitioned into ``P(sum)`` over
+    mesh dims of total size ``n`` is reduced again (DT-REDIST-8): ``n * eps * |v|``, and zero
+    for ``n <= 2`` and for integer dtypes, which partition exactly."""
+    if not value.dtype.is_floating_point or n <= 2:
+        return torch.zeros(value.shape, dtype=torch.float64)
+    return n * torch.finfo(value.dtype).eps * value.to(torch.float64).abs()
+
+
+def within(actual: torch.Tensor, expected: torch.Tensor, bound: torch.Tensor) -> bool:
+    """Same shape and dtype, and ``|actual - expected| <= bound`` element-wise (exact where the
+    bound is 0, ``-0.0 == 0.0`` as for ``torch.equal``)."""
+    if actual.shape != expected.shape or actual.dtype != expected.dtype:
+        return False
+    if not actual.dtype.is_floating_point:
+        return torch.equal(actual, expected)
+    diff = (actual.to(torch.float64) - expected.to(torch.float64)).abs()
+    return bool((diff <= bound).all())
