@@ -17,5 +17,9 @@ PROFILES = {
 
 
 def register() -> None:
+    """Register the profiles and make ``quick`` the default: Hypothesis's own default deadline
+    (200 ms) would fail any case that happens to start a world on a busy machine.
+    ``--hypothesis-profile`` still chooses another."""
     for name, options in PROFILES.items():
         settings.register_profile(name, **options)
+    settings.load_profile("quick")
