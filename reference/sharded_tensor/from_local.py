@@ -1,0 +1,99 @@
+"""Construction from local shards (ST-LIFE-12 to 14): wrap tensors every rank already holds."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import torch
+import torch.distributed as dist
+
+from reference.sharded_tensor.create import check_properties, parse_size
+from reference.sharded_tensor.metadata import (
+    Shard,
+    ShardedTensorMetadata,
+    TensorProperties,
+)
+from reference.sharded_tensor.sharded_tensor import ShardedTensor
+from reference.sharded_tensor.validation import check_layout, check_local_tensor, check_placements
+from reference.sharded_tensor.verdict import group_of, reach_verdict, require_same
+
+
+def _check_own(shards: Sequence[Shard], members: list[int]) -> None:
+    """Each local shard is a Shard placed on this rank (ST-VALID-10, 12, 13)."""
+    if not all(isinstance(s, Shard) and isinstance(s.tensor, torch.Tensor) for s in shards):
+        raise TypeError("local_shards must be a list of Shard holding tensors")
+    check_placements([s.metadata for s in shards], members)
+    me = dist.get_rank()
+    for shard in shards:
+        # ST-VALID-10: placed on the rank that holds it (its global rank).
+        if shard.metadata.placement.rank() != me:
+            raise ValueError(
+                f"[ST-VALID-10] global rank {me} holds a shard placed on "
+                f"rank {shard.metadata.placement.rank()}: {shard.metadata}"
+            )
+
+
+def init_from_local_shards(
+    local_shards: Sequence[Shard], *size: int | Sequence[int], process_group=None
+) -> ShardedTensor:
+    """The layout is every rank's local shard metadata, concatenated in group-rank order."""
+    group = group_of(process_group)
+
+    def check():
+        shape = parse_size(size)
+        shards = list(local_shards)
+        _check_own(shards, dist.get_process_group_ranks(group))
+        props = TensorProperties.of(shards[0].tensor) if shards else None
+        here = ShardedTensorMetadata([s.metadata for s in shards], shape, props)
+        for shard in shards:
+            # ST-VALID-8, 9 (the properties are the first local tensor's).
+            check_local_tensor(shard.tensor, shard.metadata, here)
+        return shards, (shape, props, here.shards_metadata)
+
+    shards, shared = reach_verdict(group, check)
+    # ST-VALID-6: one global size; one set of properties among the ranks that hold shards.
+    require_same([shape for shape, _, _ in shared], "ST-VALID-6", "the global size")
+    given = [props for _, props, _ in shared if props is not None]
+    # ST-VALID-14: some rank holds a shard.
+    if not given:
+        raise ValueError("[ST-VALID-14] no rank passed a local shard")
+    require_same(given, "ST-VALID-6", "the tensor properties")
+    layout = [m for _, _, ms in shared for m in ms]
+    metadata = ShardedTensorMetadata(layout, shared[0][0], given[0])
+    # ST-VALID-2 to 5: the concatenated layout tiles the size (same answer on every rank).
+    check_layout(metadata)
+    return ShardedTensor(metadata, shards, group)
+
+
+def init_from_local_shards_and_global_metadata(
+    local_shards: Sequence[Shard], metadata: ShardedTensorMetadata, process_group=None
+) -> ShardedTensor:
+    """The layout is given on every rank; each rank's shards must be exactly its entries."""
+    group = group_of(process_group)
+
+    def check():
+        if not isinstance(metadata, ShardedTensorMetadata):
+            raise TypeError(f"expected ShardedTensorMetadata, got {type(metadata).__name__}")
+        check_properties(metadata.tensor_properties)
+        check_layout(metadata)
+        shards = list(local_shards)
+        _check_own(shards, dist.get_process_group_ranks(group))
+        me = dist.get_rank()
+        entries = [s for s in metadata.shards_metadata if s.placement.rank() == me]
+        # ST-VALID-11: the local shards are this rank's entries, no more, no fewer.
+        if Counter(s.metadata for s in shards) != Counter(entries):
+            raise ValueError(
+                f"[ST-VALID-11] rank {me} passed shards {[s.metadata for s in shards]}, "
+                f"the metadata places {entries} here"
+            )
+        for shard in shards:
+            check_local_tensor(shard.tensor, shard.metadata, metadata)
+        # ST-LIFE-15: local shards in shards_metadata order.
+        ordered = sorted(shards, key=lambda s: entries.index(s.metadata))
+        return ordered, metadata
+
+    shards, layouts = reach_verdict(group, check)
+    # ST-VALID-7: one layout on every rank.
+    require_same(layouts, "ST-VALID-7", "the global metadata")
+    return ShardedTensor(metadata, shards, group)
