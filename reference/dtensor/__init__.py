@@ -1,0 +1,25 @@
+"""DTensor and DeviceMesh in direct code, next to spec/dt-*.md and spec/interop.md.
+
+One module per job: ``placements`` (what a placement is), ``layout`` (what each coordinate
+holds, pure), ``mesh`` (ranks in a grid and their groups), ``verdict`` (one outcome on every
+rank), ``collectives`` (data movement along one mesh dim, in coordinate order), ``redistribute``
+(transition plans), ``dtensor`` (the user-facing API), ``interop`` (ShardedTensor boxes),
+``draw`` (a picture of a layout).
+"""
+
+from reference.dtensor.dtensor import DTensor, distribute_tensor
+from reference.dtensor.layout import local_shape_and_offset
+from reference.dtensor.mesh import DeviceMesh
+from reference.dtensor.placements import Partial, Placement, Replicate, Shard, StridedShard
+
+__all__ = [
+    "DTensor",
+    "DeviceMesh",
+    "Partial",
+    "Placement",
+    "Replicate",
+    "Shard",
+    "StridedShard",
+    "distribute_tensor",
+    "local_shape_and_offset",
+]

@@ -1,0 +1,206 @@
+"""Data movement along one mesh dim, in coordinate order.
+
+Every function takes the mesh and a mesh dim and speaks in coordinates: ``pieces[c]`` belongs to
+the rank at position ``c`` of the line. Process groups speak in group ranks, which follow
+ascending global rank whatever the mesh order (DT-MESH-7); ``_group_order`` is the one place
+that translates. Inputs are never written (ERR-9): every result is a new tensor.
+
+``TRAFFIC`` counts the bytes this rank receives, payload and padding apart, so the benchmark can
+compare them with the lower bound of each transition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from reference.dtensor.layout import Positions, assemble, take
+from reference.dtensor.mesh import DeviceMesh
+
+# Which collective op carries each reduce op; avg is a sum divided once afterwards (DT-REDIST-5).
+REDUCE_OP = {
+    "sum": dist.ReduceOp.SUM,
+    "avg": dist.ReduceOp.SUM,
+    "min": dist.ReduceOp.MIN,
+    "max": dist.ReduceOp.MAX,
+    "product": dist.ReduceOp.PRODUCT,
+}
+
+
+@dataclass
+class Traffic:
+    """Bytes received by this rank: data it needed, and padding that only evens out sizes."""
+
+    payload: int = 0
+    padding: int = 0
+
+
+TRAFFIC = Traffic()
+
+
+def _group_order(mesh: DeviceMesh, dim: int) -> list[int]:
+    """``order[g]`` is the coordinate of group rank ``g`` on this rank's line along ``dim``."""
+    members = mesh.members(dim)
+    return [members.index(rank) for rank in sorted(members)]
+
+
+def _rows(tensor: torch.Tensor, dim: int) -> torch.Tensor:
+    """``tensor`` with ``dim`` moved first and contiguous: the layout collectives split."""
+    return tensor.movedim(dim, 0).contiguous()
+
+
+def _padded(rows: torch.Tensor, length: int) -> torch.Tensor:
+    if rows.shape[0] == length:
+        return rows
+    buffer = rows.new_zeros((length, *rows.shape[1:]))
+    buffer[: rows.shape[0]] = rows
+    return buffer
+
+
+def all_gather(
+    mesh: DeviceMesh, dim: int, local: torch.Tensor, tensor_dim: int, positions: Sequence[Positions]
+) -> torch.Tensor:
+    """Undo one shard step: every coordinate's piece, put back at ``positions[c]``.
+
+    Gloo's all-gather wants equal sizes, so pieces are padded to the longest one.
+    """
+    sizes = [len(p) for p in positions]
+    longest = max(sizes)
+    rows = _rows(local, tensor_dim)
+    order = _group_order(mesh, dim)
+    buffer = rows.new_empty((len(sizes) * longest, *rows.shape[1:]))
+    dist.all_gather_into_tensor(buffer, _padded(rows, longest), group=mesh.get_group(dim))
+    _count(rows, sizes, longest, mesh.get_local_rank(dim))
+    if tensor_dim == 0 and order == sorted(order) and sizes == [longest] * len(sizes):
+        # The buffer already is the gathered tensor; a strided shard still needs reordering.
+        return assemble([buffer], 0, [[p for ps in positions for p in ps]])
+    by_coordinate = [torch.empty(0)] * len(sizes)
+    for group_rank, coord in enumerate(order):
+        start = group_rank * longest
+        by_coordinate[coord] = buffer[start : start + sizes[coord]]
+    return assemble(by_coordinate, 0, positions).movedim(0, tensor_dim)
+
+
+def all_to_all(
+    mesh: DeviceMesh,
+    dim: int,
+    local: torch.Tensor,
+    gather_dim: int,
+    gather_sizes: Sequence[int],
+    split_dim: int,
+    split_positions: Sequence[range],
+) -> torch.Tensor:
+    """``S(gather_dim) -> S(split_dim)`` in one exchange: each coordinate sends every other
+    coordinate the part of its piece that the other keeps, and keeps only what it needs."""
+    order = _group_order(mesh, dim)
+    me = mesh.get_local_rank(dim)
+    outgoing = [take(local, split_dim, split_positions[c]).contiguous() for c in order]
+    mine = list(local.shape)
+    mine[split_dim] = len(split_positions[me])
+    shapes = []
+    for coord in order:
+        shape = list(mine)
+        shape[gather_dim] = gather_sizes[coord]
+        shapes.append(shape)
+    received = local.new_empty(sum(_numel(s) for s in shapes))
+    dist.all_to_all_single(
+        received,
+        torch.cat([t.flatten() for t in outgoing]),
+        output_split_sizes=[_numel(s) for s in shapes],
+        input_split_sizes=[t.numel() for t in outgoing],
+        group=mesh.get_group(dim),
+    )
+    pieces = [torch.empty(0)] * len(order)
+    for (coord, shape), flat in zip(
+        zip(order, shapes, strict=True),
+        received.split([_numel(s) for s in shapes]),
+        strict=True,
+    ):
+        pieces[coord] = flat.view(shape)
+    TRAFFIC.payload += (received.numel() - pieces[me].numel()) * received.element_size()
+    return torch.cat(pieces, gather_dim)
+
+
+def all_reduce(mesh: DeviceMesh, dim: int, local: torch.Tensor, op: str) -> torch.Tensor:
+    """The ``op``-reduction of every coordinate's tensor along ``dim``, on every coordinate."""
+    result = local.clone(memory_format=torch.contiguous_format)
+    dist.all_reduce(result, op=REDUCE_OP[op], group=mesh.get_group(dim))
+    TRAFFIC.payload += (mesh.size(dim) - 1) * result.numel() * result.element_size()
+    return result
+
+
+def reduce_scatter(
+    mesh: DeviceMesh,
+    dim: int,
+    local: torch.Tensor,
+    op: str,
+    tensor_dim: int,
+    positions: Sequence[Positions],
+) -> torch.Tensor:
+    """Reduce along ``dim`` and keep only this coordinate's ``positions``: ``P -> S`` at once."""
+    sizes = [len(p) for p in positions]
+    longest = max(sizes)
+    order = _group_order(mesh, dim)
+    me = mesh.get_local_rank(dim)
+    even = all(isinstance(p, range) for p in positions) and sizes == [longest] * len(sizes)
+    if tensor_dim == 0 and order == sorted(order) and even:
+        # Even chunks of dim 0 in group order: the tensor itself is the collective's input.
+        stacked = local.contiguous()
+    else:
+        rows = _rows(local, tensor_dim)
+        stacked = torch.cat([_padded(take(rows, 0, positions[c]), longest) for c in order])
+    rows_out = local.new_empty((longest, *stacked.shape[1:]))
+    dist.reduce_scatter_tensor(rows_out, stacked, op=REDUCE_OP[op], group=mesh.get_group(dim))
+    inner = _inner_bytes(rows_out)
+    TRAFFIC.payload += (len(sizes) - 1) * sizes[me] * inner
+    TRAFFIC.padding += (len(sizes) - 1) * (longest - sizes[me]) * inner
+    return rows_out[: sizes[me]].movedim(0, tensor_dim)
+
+
+def broadcast(mesh: DeviceMesh, dim: int, local: torch.Tensor) -> torch.Tensor:
+    """Coordinate 0's tensor along ``dim``, on every coordinate (into a new tensor)."""
+    result = local.clone(memory_format=torch.contiguous_format)
+    dist.broadcast(result, src=mesh.members(dim)[0], group=mesh.get_group(dim))
+    if mesh.get_local_rank(dim) != 0:
+        TRAFFIC.payload += result.numel() * result.element_size()
+    return result
+
+
+def scatter_blocks(
+    source: int, blocks: dict[int, torch.Tensor] | None, shape: Sequence[int], dtype: torch.dtype
+) -> torch.Tensor:
+    """Send each rank its block from global rank ``source``; every other rank receives one block
+    of ``shape``. ``blocks`` (global rank -> block) is given on the source only."""
+    if blocks is not None:
+        requests = [
+            dist.isend(block.contiguous(), dst=rank)
+            for rank, block in blocks.items()
+            if rank != source
+        ]
+        for request in requests:
+            request.wait()
+        return blocks[source].clone(memory_format=torch.contiguous_format)
+    received = torch.empty(tuple(shape), dtype=dtype)
+    dist.recv(received, src=source)
+    TRAFFIC.payload += received.numel() * received.element_size()
+    return received
+
+
+def _count(rows: torch.Tensor, sizes: Sequence[int], longest: int, me: int) -> None:
+    inner = _inner_bytes(rows)
+    TRAFFIC.payload += (sum(sizes) - sizes[me]) * inner
+    TRAFFIC.padding += sum(longest - s for i, s in enumerate(sizes) if i != me) * inner
+
+
+def _inner_bytes(rows: torch.Tensor) -> int:
+    return _numel(rows.shape[1:]) * rows.element_size()
+
+
+def _numel(shape: Sequence[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count

@@ -1,0 +1,237 @@
+"""Tasks the DTensor tests send to ranks, and the dense oracle the driver checks them against.
+
+Tasks build their inputs from plain data (shapes, rank lists, placement strings) so every case
+can be replayed; they return local tensors and the driver compares each one with ``block``,
+which slices the global tensor from the spec's definition without using ``reference.dtensor``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import torch
+
+from conformance.world import RankContext
+from reference.dtensor import DeviceMesh, DTensor, distribute_tensor
+from reference.dtensor import placements as pl
+from reference.dtensor.collectives import TRAFFIC
+
+# -- the oracle (spec/dt-layout.md, Semantics, written from scratch) ---------------------------
+
+
+def oracle_indices(global_shape, mesh_shape, placements: str, coordinate) -> list[list[int]]:
+    """Each dim's global indices held at ``coordinate``: chunk rule, nested left to right."""
+    indices = [list(range(n)) for n in global_shape]
+    for placement, k, c in zip(pl.parse(placements), mesh_shape, coordinate, strict=True):
+        if isinstance(placement, pl.Replicate | pl.Partial):
+            continue
+        dim = placement.dim % len(global_shape)
+        pieces = [indices[dim]]
+        if isinstance(placement, pl.StridedShard):
+            f = placement.split_factor
+            size = -(-len(indices[dim]) // f)
+            pieces = [indices[dim][p * size : (p + 1) * size] for p in range(f)]
+        kept = []
+        for piece in pieces:
+            size = -(-len(piece) // k)
+            kept += piece[c * size : (c + 1) * size]
+        indices[dim] = kept
+    return indices
+
+
+def block(full: torch.Tensor, mesh_shape, placements: str, coordinate) -> torch.Tensor:
+    """The global tensor indexed by the coordinate's index sequences (DT-LAYOUT-12)."""
+    out = full
+    for dim, idx in enumerate(oracle_indices(full.shape, mesh_shape, placements, coordinate)):
+        out = out.index_select(dim, torch.tensor(idx, dtype=torch.long))
+    return out
+
+
+def global_tensor(shape, dtype: str = "float64") -> torch.Tensor:
+    """Distinct values, 1 upwards, so a misplaced element is always visible."""
+    numel = 1
+    for n in shape:
+        numel *= n
+    return (torch.arange(numel, dtype=torch.float64) + 1).reshape(shape).to(getattr(torch, dtype))
+
+
+def coordinates(mesh_shape) -> list[tuple[int, ...]]:
+    return list(itertools.product(*(range(k) for k in mesh_shape)))
+
+
+def partial_factor(mesh_shape, placements: str, coordinate) -> int:
+    """Coordinate's multiplier of a ``P`` source: 1 + its row-major index over the ``P`` dims."""
+    index = 0
+    for p, k, c in zip(pl.parse(placements), mesh_shape, coordinate, strict=True):
+        if isinstance(p, pl.Partial):
+            index = index * k + c
+    return index + 1
+
+
+def logical(full: torch.Tensor, mesh_shape, placements: str) -> torch.Tensor:
+    """The value a ``source`` DTensor stands for: the reduction of ``full * (q + 1)``."""
+    parsed = pl.parse(placements)
+    n = 1
+    for p, k in zip(parsed, mesh_shape, strict=True):
+        n *= k if isinstance(p, pl.Partial) else 1
+    op = next((p.reduce_op for p in parsed if isinstance(p, pl.Partial)), None)
+    if op is None:
+        return full
+    if op == "product":
+        return full**n * torch.arange(1, n + 1).prod().item()
+    factor = {"sum": n * (n + 1) // 2, "avg": (n + 1) / 2, "min": 1, "max": n}[op]
+    return full * factor
+
+
+# -- rank-side helpers ------------------------------------------------------------------------
+
+
+def mesh_of(ctx: RankContext, shape, ranks, names=None) -> DeviceMesh:
+    key = ("mesh", tuple(shape), tuple(ranks), None if names is None else tuple(names))
+    return ctx.cached(
+        key,
+        lambda: DeviceMesh(
+            "cpu", torch.tensor(ranks).reshape(shape), mesh_dim_names=names
+        ),
+    )
+
+
+def source(ctx, mesh: DeviceMesh, shape, placements: str, dtype: str) -> DTensor:
+    """A DTensor of ``global_tensor(shape)``; ``P`` dims hold it times ``partial_factor``."""
+    full = global_tensor(shape, dtype)
+    coordinate = mesh.get_coordinate()
+    if coordinate is None:
+        return distribute_tensor(full, mesh, pl.parse(placements))
+    local = block(full, mesh.shape, placements, coordinate)
+    local = local * partial_factor(mesh.shape, placements, coordinate)
+    return DTensor.from_local(
+        local, mesh, pl.parse(placements), shape=full.shape, stride=full.stride()
+    )
+
+
+# -- tasks --------------------------------------------------------------------------------------
+
+
+def mesh_facts(ctx: RankContext, shape, ranks, names=None) -> dict[str, Any]:
+    mesh = mesh_of(ctx, shape, ranks, names)
+    inside = mesh.get_coordinate() is not None
+    return {
+        "ndim": mesh.ndim,
+        "size": mesh.size(),
+        "sizes": [mesh.size(i) for i in range(mesh.ndim)],
+        "mesh": mesh.mesh.tolist(),
+        "names": mesh.mesh_dim_names,
+        "coordinate": mesh.get_coordinate(),
+        "groups": [mesh.members(i) for i in range(mesh.ndim)] if inside else None,
+        "local_ranks": [mesh.get_local_rank(i) for i in range(mesh.ndim)] if inside else None,
+        "sub": {n: mesh[n].mesh.tolist() for n in names} if names and inside else None,
+    }
+
+
+def make_mesh(ctx: RankContext, mesh: Any, names=None) -> list:
+    """Construct a (possibly invalid) mesh; no caching, the point is the verdict."""
+    return DeviceMesh("cpu", mesh, mesh_dim_names=names).mesh.tolist()
+
+
+def redistribute_pairs(
+    ctx: RankContext, mesh_shape, ranks, shape, pairs, dtype: str = "float64"
+) -> list[dict[str, Any]]:
+    """For each ``(source, target)``: the result's local tensor and placements, and whether the
+    source's local tensor survived unchanged (DT-REDIST-12)."""
+    mesh = mesh_of(ctx, mesh_shape, ranks)
+    out = []
+    for src, tgt in pairs:
+        d = source(ctx, mesh, shape, src, dtype)
+        before = d.to_local().clone()
+        r = d.redistribute(mesh, pl.parse(tgt))
+        out.append(
+            {
+                "local": r.to_local(),
+                "placements": pl.show(r.placements),
+                "shape": list(r.shape),
+                "stride": list(r.stride()),
+                "dtype": str(r.dtype),
+                "source_kept": torch.equal(before, d.to_local()) and pl.show(d.placements)
+                == pl.show(pl.normalize(pl.parse(src), len(shape), mesh.ndim)),
+                "full": d.full_tensor(),
+            }
+        )
+    return out
+
+
+def distribute(
+    ctx: RankContext, mesh_shape, ranks, shape, placements: str, src_data_rank=0, dtype="float64"
+) -> dict[str, Any]:
+    """distribute_tensor of ``global_tensor + 100 * rank``: only the source's values may win."""
+    mesh = mesh_of(ctx, mesh_shape, ranks)
+    t = global_tensor(shape, dtype) + 100 * ctx.rank
+    kept = t.clone()
+    d = distribute_tensor(t, mesh, pl.parse(placements), src_data_rank=src_data_rank)
+    return {
+        "local": d.to_local(),
+        "shape": list(d.shape),
+        "stride": list(d.stride()),
+        "placements": pl.show(d.placements),
+        "input_kept": torch.equal(t, kept),
+        "full": d.full_tensor(),
+    }
+
+
+def from_local(
+    ctx: RankContext,
+    mesh_shape,
+    ranks,
+    locals_by_rank: dict,
+    placements: str,
+    run_check: bool,
+    shape=None,
+    stride=None,
+    dtype_by_rank: dict | None = None,
+) -> dict[str, Any]:
+    """from_local of ``locals_by_rank[str(rank)]`` (a nested list)."""
+    mesh = mesh_of(ctx, mesh_shape, ranks)
+    dtype = (dtype_by_rank or {}).get(str(ctx.rank), "float64")
+    local = torch.tensor(locals_by_rank[str(ctx.rank)], dtype=getattr(torch, dtype))
+    kept = local.clone()
+    d = DTensor.from_local(
+        local, mesh, pl.parse(placements), run_check=run_check, shape=shape, stride=stride
+    )
+    return {
+        "local": d.to_local(),
+        "shape": list(d.shape),
+        "stride": list(d.stride()),
+        "placements": pl.show(d.placements),
+        "input_kept": torch.equal(local, kept),
+        "full": d.full_tensor(),
+    }
+
+
+def call(ctx: RankContext, api: str, mesh_shape, ranks, shape, placements: str, **kw) -> None:
+    """Make one (possibly invalid) call; per-rank arguments come as ``{"rank": value}`` dicts."""
+    mesh = mesh_of(ctx, mesh_shape, ranks)
+    kw = {k: v[str(ctx.rank)] if isinstance(v, dict) else v for k, v in kw.items()}
+    if api == "distribute":
+        dtype = getattr(torch, kw.pop("dtype", "float64"))
+        distribute_tensor(global_tensor(shape).to(dtype), mesh, pl.parse(placements), **kw)
+    elif api == "from_local":
+        local = torch.ones(kw.pop("local_shape"), dtype=getattr(torch, kw.pop("dtype", "float64")))
+        DTensor.from_local(local, mesh, pl.parse(placements), **kw)
+    elif api == "redistribute":
+        d = source(ctx, mesh, shape, placements, kw.pop("dtype", "float64"))
+        target = kw.pop("target")
+        other = kw.pop("other_mesh", None)
+        d.redistribute(
+            mesh if other is None else mesh_of(ctx, mesh_shape, other),
+            None if target is None else pl.parse(target),
+        )
+    else:
+        source(ctx, mesh, shape, placements, kw.pop("dtype", "float64")).full_tensor()
+
+
+def traffic(ctx: RankContext, mesh_shape, ranks, shape, src: str, tgt: str) -> list[int]:
+    mesh = mesh_of(ctx, mesh_shape, ranks)
+    d = source(ctx, mesh, shape, src, "float32")
+    TRAFFIC.payload = TRAFFIC.padding = 0
+    d.redistribute(mesh, pl.parse(tgt))
+    return [TRAFFIC.payload, TRAFFIC.padding]
