@@ -91,9 +91,7 @@ def mesh_of(ctx: RankContext, shape, ranks, names=None) -> DeviceMesh:
     key = ("mesh", tuple(shape), tuple(ranks), None if names is None else tuple(names))
     return ctx.cached(
         key,
-        lambda: DeviceMesh(
-            "cpu", torch.tensor(ranks).reshape(shape), mesh_dim_names=names
-        ),
+        lambda: DeviceMesh("cpu", torch.tensor(ranks).reshape(shape), mesh_dim_names=names),
     )
 
 
@@ -152,7 +150,8 @@ def redistribute_pairs(
                 "shape": list(r.shape),
                 "stride": list(r.stride()),
                 "dtype": str(r.dtype),
-                "source_kept": torch.equal(before, d.to_local()) and pl.show(d.placements)
+                "source_kept": torch.equal(before, d.to_local())
+                and pl.show(d.placements)
                 == pl.show(pl.normalize(pl.parse(src), len(shape), mesh.ndim)),
                 "full": d.full_tensor(),
             }

@@ -1,0 +1,50 @@
+"""A DTensor's layout as ShardedTensor metadata: the boxes checkpointing saves (spec/interop.md).
+
+A pure function: no process group, the same answer on every rank (INTEROP-7).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import torch
+
+from reference.dtensor.layout import index_sequences, is_interval, local_shape_and_offset
+from reference.dtensor.placements import Partial, Placement, Replicate, normalize
+from reference.sharded_tensor.metadata import (
+    ShardedTensorMetadata,
+    ShardMetadata,
+    TensorProperties,
+)
+
+
+def to_sharded_metadata(
+    global_shape: Sequence[int],
+    dtype: torch.dtype,
+    mesh_tensor: torch.Tensor,
+    placements: Sequence[Placement],
+    device_type: str,
+) -> ShardedTensorMetadata:
+    """One box per canonical coordinate (position 0 along every ``R`` mesh dim), row-major."""
+    mesh_shape = tuple(mesh_tensor.shape)
+    placements = normalize(placements, len(global_shape), len(mesh_shape))
+    # INTEROP-5
+    if any(isinstance(p, Partial) for p in placements):
+        raise ValueError("[INTEROP-5] a Partial layout has no boxes; redistribute to R or S first")
+    boxes = []
+    for coordinate in itertools.product(*(range(k) for k in mesh_shape)):
+        # INTEROP-1: replicas (non-zero position along an R dim) hold copies.
+        if any(c and isinstance(p, Replicate) for c, p in zip(coordinate, placements, strict=True)):
+            continue
+        sequences = index_sequences(global_shape, mesh_shape, placements, coordinate)
+        # INTEROP-6
+        if not all(is_interval(s) for s in sequences):
+            raise ValueError(
+                f"[INTEROP-6] coordinate {coordinate} holds indices that are not an interval"
+            )
+        # INTEROP-3: empty boxes stay, at the end of their dim (DT-LAYOUT-4).
+        sizes, offsets = local_shape_and_offset(global_shape, mesh_shape, placements, coordinate)
+        rank = int(mesh_tensor[coordinate])
+        boxes.append(ShardMetadata(list(offsets), list(sizes), f"rank:{rank}/{device_type}"))
+    return ShardedTensorMetadata(boxes, torch.Size(global_shape), TensorProperties(dtype=dtype))
