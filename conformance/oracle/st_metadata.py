@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,8 +218,3 @@ class TensorMeta:
             "size": list(self.size),
             "properties": self.properties.to_json(),
         }
-
-
-def boxes(shards: Sequence[ShardMeta]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """The boxes of a shard list, sorted: the multiset a rule compares when order is free."""
-    return sorted((s.offsets, s.sizes) for s in shards)

@@ -144,8 +144,6 @@ class Mesh:
 
 # -- verdicts (errors.md) --------------------------------------------------------------------------
 
-ERROR_TYPES = ("ValueError", "TypeError", "NotImplementedError")
-
 
 @dataclass(frozen=True)
 class Verdict:
@@ -185,11 +183,6 @@ def type_error(rule: str) -> Verdict:
 
 def unsupported(rule: str, *, optional: bool = True) -> Verdict:
     return Verdict(rule, "NotImplementedError", optional)
-
-
-def first(*verdicts: Verdict) -> Verdict:
-    """The first failing verdict of a fixed check order, or VALID."""
-    return next((v for v in verdicts if not v.ok), VALID)
 
 
 def is_int(x: object) -> bool:
