@@ -100,7 +100,7 @@ def source(ctx, mesh: DeviceMesh, shape, placements: str, dtype: str) -> DTensor
     full = global_tensor(shape, dtype)
     coordinate = mesh.get_coordinate()
     if coordinate is None:
-        return distribute_tensor(full, mesh, pl.parse(placements))
+        return distribute_tensor(full, mesh, pl.parse(placements), src_data_rank=None)
     local = block(full, mesh.shape, placements, coordinate)
     local = local * partial_factor(mesh.shape, placements, coordinate)
     return DTensor.from_local(
@@ -127,8 +127,9 @@ def mesh_facts(ctx: RankContext, shape, ranks, names=None) -> dict[str, Any]:
     }
 
 
-def make_mesh(ctx: RankContext, mesh: Any, names=None) -> list:
+def make_mesh(ctx: RankContext, mesh: Any, names=None, per_rank: dict | None = None) -> list:
     """Construct a (possibly invalid) mesh; no caching, the point is the verdict."""
+    mesh = per_rank[str(ctx.rank)] if per_rank else mesh
     return DeviceMesh("cpu", mesh, mesh_dim_names=names).mesh.tolist()
 
 
@@ -154,6 +155,7 @@ def redistribute_pairs(
                 and pl.show(d.placements)
                 == pl.show(pl.normalize(pl.parse(src), len(shape), mesh.ndim)),
                 "full": d.full_tensor(),
+                "result_full": r.full_tensor(),
             }
         )
     return out
@@ -162,9 +164,10 @@ def redistribute_pairs(
 def distribute(
     ctx: RankContext, mesh_shape, ranks, shape, placements: str, src_data_rank=0, dtype="float64"
 ) -> dict[str, Any]:
-    """distribute_tensor of ``global_tensor + 100 * rank``: only the source's values may win."""
+    """distribute_tensor of ``global_tensor + 100 * rank``: only the source's values may win
+    (with ``src_data_rank=None`` every rank passes ``global_tensor``)."""
     mesh = mesh_of(ctx, mesh_shape, ranks)
-    t = global_tensor(shape, dtype) + 100 * ctx.rank
+    t = global_tensor(shape, dtype) + (0 if src_data_rank is None else 100 * ctx.rank)
     kept = t.clone()
     d = distribute_tensor(t, mesh, pl.parse(placements), src_data_rank=src_data_rank)
     return {
@@ -206,16 +209,18 @@ def from_local(
     }
 
 
-def call(ctx: RankContext, api: str, mesh_shape, ranks, shape, placements: str, **kw) -> None:
+def call(ctx: RankContext, api: str, mesh_shape, ranks, shape, placements, **kw) -> None:
     """Make one (possibly invalid) call; per-rank arguments come as ``{"rank": value}`` dicts."""
     mesh = mesh_of(ctx, mesh_shape, ranks)
     kw = {k: v[str(ctx.rank)] if isinstance(v, dict) else v for k, v in kw.items()}
+    placements = placements[str(ctx.rank)] if isinstance(placements, dict) else placements
     if api == "distribute":
         dtype = getattr(torch, kw.pop("dtype", "float64"))
         distribute_tensor(global_tensor(shape).to(dtype), mesh, pl.parse(placements), **kw)
     elif api == "from_local":
         local = torch.ones(kw.pop("local_shape"), dtype=getattr(torch, kw.pop("dtype", "float64")))
-        DTensor.from_local(local, mesh, pl.parse(placements), **kw)
+        shape = kw.pop("from_shape", None)
+        DTensor.from_local(local, mesh, pl.parse(placements), shape=shape, **kw)
     elif api == "redistribute":
         d = source(ctx, mesh, shape, placements, kw.pop("dtype", "float64"))
         target = kw.pop("target")
