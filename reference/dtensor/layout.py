@@ -136,7 +136,7 @@ def assemble(
     """The inverse of ``take`` over all coordinates of a mesh dim: put each coordinate's piece
     back at its positions. ``pieces[c]`` holds ``positions[c]``, and the positions of all
     coordinates together are a permutation of ``range(total)``."""
-    whole = torch.cat(list(pieces), dim)
+    whole = pieces[0] if len(pieces) == 1 else torch.cat(list(pieces), dim)
     order = [p for coord_positions in positions for p in coord_positions]
     if order == list(range(len(order))):
         return whole

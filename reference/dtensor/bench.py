@@ -1,0 +1,119 @@
+"""Figures, not pass/fail: reference redistribute beside PyTorch's DTensor on one 4-rank Gloo
+world, 64 MiB float32, and the bytes each transition moves against its lower bound.
+
+    python -m reference.dtensor.bench [--repeats 5]
+
+Lower bounds (bytes a rank must receive): S->R and S(0)->S(1) the part of its target block it
+does not hold yet; P->R and P->S the other ranks' partials of its target block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+from torch.distributed import tensor as tdt
+from torch.distributed.device_mesh import DeviceMesh as TorchMesh
+
+from conformance.world import Case, LocalWorld
+from conformance.world.rank import RankContext
+from reference.dtensor import DeviceMesh, DTensor
+from reference.dtensor.collectives import TRAFFIC
+from reference.dtensor.layout import local_shape_and_offset
+from reference.dtensor.placements import parse
+
+SHAPE = (4096, 4096)  # 64 MiB of float32
+TRANSITIONS = [("S(0)", "R"), ("S(0)", "S(1)"), ("P(sum)", "R"), ("P(sum)", "S(0)")]
+TORCH_PLACEMENT = {
+    "S(0)": tdt.Shard(0),
+    "S(1)": tdt.Shard(1),
+    "R": tdt.Replicate(),
+    "P(sum)": tdt.Partial(),
+}
+
+
+def _numel(shape) -> int:
+    return shape[0] * shape[1]
+
+
+def lower_bound(src: str, tgt: str, k: int, c: int) -> int:
+    target, offset = local_shape_and_offset(SHAPE, (k,), parse(tgt), (c,))
+    if src.startswith("P"):
+        return (k - 1) * _numel(target) * 4
+    held, held_offset = local_shape_and_offset(SHAPE, (k,), parse(src), (c,))
+    overlap = 1
+    for d in range(2):
+        lo = max(offset[d], held_offset[d])
+        hi = min(offset[d] + target[d], held_offset[d] + held[d])
+        overlap *= max(0, hi - lo)
+    return (_numel(target) - overlap) * 4
+
+
+def time_case(ctx: RankContext, src: str, tgt: str, repeats: int) -> dict:
+    k = ctx.world_size
+    mesh = ctx.cached("ref", lambda: DeviceMesh("cpu", list(range(k))))
+    tmesh = ctx.cached("torch", lambda: TorchMesh("cpu", list(range(k))))
+    shape, _ = local_shape_and_offset(SHAPE, (k,), parse(src), (ctx.rank,))
+    local = torch.randn(shape, generator=torch.Generator().manual_seed(ctx.rank))
+    ours = DTensor.from_local(local, mesh, parse(src), shape=SHAPE, stride=(SHAPE[1], 1))
+    theirs = tdt.DTensor.from_local(
+        local, tmesh, [TORCH_PLACEMENT[src]], shape=torch.Size(SHAPE), stride=(SHAPE[1], 1)
+    )
+    times: dict[str, list[float]] = {"reference": [], "torch": []}
+    moved = (0, 0)
+    for repeat in range(repeats):
+        # Alternate the order so neither side always runs on a warmer machine.
+        pair = [
+            ("reference", lambda: ours.redistribute(mesh, parse(tgt)).to_local()),
+            ("torch", lambda: theirs.redistribute(tmesh, [TORCH_PLACEMENT[tgt]]).to_local()),
+        ]
+        for name, run in pair if repeat % 2 else pair[::-1]:
+            dist.barrier()
+            TRAFFIC.payload = TRAFFIC.padding = 0
+            began = time.perf_counter()
+            run()
+            dist.barrier()
+            times[name].append(time.perf_counter() - began)
+            if name == "reference":
+                moved = (TRAFFIC.payload, TRAFFIC.padding)
+    return {
+        "reference_s": statistics.median(times["reference"]),
+        "torch_s": statistics.median(times["torch"]),
+        "payload": moved[0],
+        "padding": moved[1],
+        "bound": lower_bound(src, tgt, k, ctx.rank),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    print(f"4-rank Gloo world, {SHAPE} float32 (64 MiB), median of {args.repeats}")
+    print(
+        f"{'transition':<16}{'ref ms':>9}{'torch ms':>10}{'ratio':>7}"
+        f"{'moved MiB':>11}{'bound MiB':>11}{'padding':>9}"
+    )
+    with LocalWorld(4, "gloo", case_timeout_s=600, grace_s=5) as world:
+        for src, tgt in TRANSITIONS:
+            case = Case(
+                "reference.dtensor.bench:time_case",
+                {"src": src, "tgt": tgt, "repeats": args.repeats},
+            )
+            ranks = world.run(case, timeout_s=600).values()
+            ref = max(r["reference_s"] for r in ranks)
+            ours = max(r["torch_s"] for r in ranks)
+            moved = sum(r["payload"] for r in ranks) / 2**20
+            bound = sum(r["bound"] for r in ranks) / 2**20
+            padding = sum(r["padding"] for r in ranks)
+            print(
+                f"{src + ' -> ' + tgt:<16}{ref * 1e3:>9.1f}{ours * 1e3:>10.1f}"
+                f"{ref / ours:>7.2f}{moved:>11.1f}{bound:>11.1f}{padding:>9}"
+            )
+
+
+if __name__ == "__main__":
+    main()
