@@ -106,9 +106,9 @@ def test_distribute_tensor_slices_the_source_for_every_coordinate(world_pool):
                     source = global_tensor(shape) + (0 if src is None else 100 * src)
                     coord = coordinate_of(mesh_shape, ranks, rank)
                     assert got["input_kept"]
-                    assert got["shape"] == shape and got["stride"] == [shape[1], 1]
+                    assert (got["shape"], got["stride"]) == (shape, [shape[1], 1])
                     if coord is None:
-                        assert got["local"].shape == (0,) and got["full"].shape == (0,)
+                        assert (got["local"].shape, got["full"].shape) == ((0,), (0,))
                         continue
                     assert torch.equal(got["full"], source), (placements, rank)
                     if "P" not in placements:
@@ -152,7 +152,7 @@ def test_from_local_wraps_checks_and_equalises_replicas(world_pool):
             {**mesh, "locals_by_rank": even, "placements": "S(-2)", "run_check": False},
         )
     ).values()
-    assert values[0]["shape"] == [8, 3] and values[0]["stride"] == [3, 1]
+    assert (values[0]["shape"], values[0]["stride"]) == ([8, 3], [3, 1])
     assert values[0]["placements"] == "[S(0)]"
     # DT-API-10: a mesh of two in a world of four; the others neither check nor wait.
     values = world.run(
