@@ -177,6 +177,9 @@ def copies(ctx: RankContext) -> dict:
             for a, b in zip(as32.local_shards(), t.local_shards(), strict=True)
         ],
         "same_objects": (t.cpu() is t, t.to(torch.float64) is t),
+        # ST-RESHARD-4: resharding to the current spec gives the same tensor.
+        "identity": [(o, z, v.tolist()) for o, z, v in shards_of(t.reshard(t.sharding_spec()))]
+        == [(o, z, v.tolist()) for o, z, v in shards_of(t)],
         "clone_equal": cloned.metadata() == t.metadata()
         and all(
             torch.equal(a.tensor, b.tensor)
@@ -190,7 +193,7 @@ def copies(ctx: RankContext) -> dict:
     }
 
 
-def nested(ctx: RankContext, extra: bool) -> dict:
+def nested(ctx: RankContext) -> dict:
     """A 2-D nested tensor: outer (2n, 4) in row blocks, each block chunked again by columns."""
     n, r = ctx.world_size, ctx.rank
     group = ctx.group()
@@ -202,12 +205,19 @@ def nested(ctx: RankContext, extra: bool) -> dict:
     outer = st.ShardedTensor(outer_md, [Shard(inner, o)], group)
     plain = st.zeros(chunk(0, list(range(n))), 4)
     only0 = st.zeros(st.ChunkShardingSpec(0, ["rank:0/cpu"]), 4)
-    state = {"w": outer, "b": torch.ones(2), "x": {"y": 3, "p": plain, "o": only0}}
-    if extra:
-        state["l"] = [outer, 5]
+    state = {"w": outer, "b": torch.ones(2), "x": {"y": 3, "p": plain, "o": only0}, "l": [outer, 5]}
     flat = st.flatten_sharded_tensors(state)
     f = flat["w"]
+    # ST-FLAT-4: an inner tensor with two local shards cannot be flattened (rank-local error).
+    doubled = st.zeros(chunk(1, [r % n for r in range(2 * n)]), [2, 4 * n])
+    try:
+        st.flatten_sharded_tensors({"w": st.ShardedTensor(outer_md, [Shard(doubled, o)], group)})
+        two_inner = None
+    except ValueError as error:
+        two_inner = str(error)
     return {
+        "two_inner": two_inner,
+        "list": [type(v).__name__ for v in flat["l"]],
         "keys": sorted(flat),
         "x_keys": sorted(flat["x"]),
         "b_same": flat["b"] is state["b"],

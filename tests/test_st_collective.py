@@ -191,7 +191,7 @@ def test_from_local_shards_concatenates_in_rank_order_and_keeps_the_tensors(worl
     assert torch.equal(values[0]["gathered"], x)
 
 
-@pytest.mark.rules("ST-LIFE-17", "ST-LIFE-18")
+@pytest.mark.rules("ST-LIFE-17", "ST-LIFE-18", "ST-RESHARD-4")
 def test_to_clone_and_pickling_keep_layout_and_values(world_pool):
     for value in world_pool.get(2).run(Case("st_tasks:copies", {})).values():
         assert value["loaded_metadata"]
@@ -201,16 +201,19 @@ def test_to_clone_and_pickling_keep_layout_and_values(world_pool):
         assert value["to_dtype"] == (torch.float32, torch.float64, torch.float32)
         assert all(value["to_values"])
         assert value["same_objects"] == (True, True)
+        assert value["identity"]
         assert value["clone_equal"]
         assert not value["clone_shares"]
 
 
-@pytest.mark.rules(*(f"ST-FLAT-{i}" for i in (1, 2, 3, 5, 6, 7, 8, 10)))
+@pytest.mark.rules(*(f"ST-FLAT-{i}" for i in (1, 2, 3, 4, 5, 6, 7, 8, 10)))
 def test_flatten_puts_the_inner_local_shard_in_outer_coordinates(world):
     n = world.world_size
-    values = world.run(Case("st_tasks:nested", {"extra": False})).values()
+    values = world.run(Case("st_tasks:nested", {})).values()
     for r, value in enumerate(values):
-        assert value["keys"] == ["b", "w", "x"]
+        assert value["keys"] == ["b", "l", "w", "x"]
+        assert value["list"] == ["ShardedTensor", "int"]
+        assert value["two_inner"].startswith("[ST-FLAT-4]")
         assert value["b_same"]
         assert value["plain_same"]
         assert value["x_keys"] == (["o", "p", "y"] if r == 0 else ["p", "y"])
