@@ -3,7 +3,6 @@ test its worlds. Load it with ``-p conformance.plugin`` (``python -m conformance
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import os
 import warnings
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conformance import profiles, rules, xfails
+from conformance import adapters, profiles, rules, xfails
 from conformance import report as rule_report
 from conformance.world import attach
 from conformance.world.attach import AttachedWorld
@@ -80,23 +79,11 @@ def world_sizes(config: pytest.Config) -> list[int]:
 
 
 def load_impl(spec: str) -> Any:
-    """Resolve ``--impl``: a name registered in ``conformance.adapters`` or ``module:attr``."""
-    if ":" not in spec:
-        registry = getattr(importlib.import_module("conformance.adapters"), "REGISTRY", {})
-        if spec not in registry:
-            raise pytest.UsageError(
-                f"--impl {spec!r} is neither a registered adapter {sorted(registry)} "
-                "nor 'module:attr'"
-            )
-        spec = registry[spec]
-    module_name, _, attr = spec.partition(":")
+    """Resolve ``--impl`` (see ``conformance.adapters.load``) or stop with a usage error."""
     try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise pytest.UsageError(f"--impl {spec!r} cannot be loaded: {exc}") from exc
-    return obj
+        return adapters.load(spec)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--impl {exc}") from None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -177,6 +164,12 @@ def world(world_pool: WorldPool | _AttachedPool, world_size: int, pytestconfig) 
 def impl(pytestconfig: pytest.Config) -> Any:
     """The implementation under test, as its adapter."""
     return load_impl(pytestconfig.getoption("--impl"))
+
+
+@pytest.fixture(scope="session")
+def impl_name(pytestconfig: pytest.Config) -> str:
+    """``--impl`` as given: cases carry it, so ranks and replays load the same adapter."""
+    return pytestconfig.getoption("--impl")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

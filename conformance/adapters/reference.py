@@ -1,0 +1,129 @@
+"""shardspec's own reference implementation under the adapter contract."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from conformance.vocabulary import Shard, shard
+from reference import dtensor as dt
+from reference import sharded_tensor as st
+from reference.dtensor.interop import to_sharded_metadata
+from reference.dtensor.placements import parse
+
+
+def _placements(texts: Sequence[str]) -> tuple[Any, ...]:
+    return parse(",".join(texts))
+
+
+def _to_metadata(s: Shard) -> st.ShardMetadata:
+    return st.ShardMetadata(list(s["offsets"]), list(s["sizes"]), s["placement"])
+
+
+def _from_metadata(m: st.ShardMetadata) -> Shard:
+    return shard(list(m.shard_offsets), list(m.shard_sizes), str(m.placement))
+
+
+class ReferenceAdapter:
+    name = "reference"
+    capabilities = frozenset(
+        {
+            "sharded_tensor",
+            "dtensor",
+            "partial:sum",
+            "partial:avg",
+            "partial:max",
+            "partial:min",
+            "partial:product",
+            "strided_shard",
+            "sub_groups",
+            "cuda",
+        }
+    )
+
+    # -- ShardedTensor ------------------------------------------------------------------------
+
+    def st_chunk_metadata(self, global_shape, dim, placements) -> list[Shard]:
+        spec = st.ChunkShardingSpec(dim, list(placements))
+        built = spec.build_metadata(torch.Size(global_shape), st.TensorProperties())
+        return [_from_metadata(m) for m in built.shards_metadata]
+
+    def st_validate(self, shards, global_shape) -> None:
+        metadata = [_to_metadata(s) for s in shards]
+        st.check_layout(st.ShardedTensorMetadata(metadata, torch.Size(global_shape)))
+
+    def st_shard(self, tensor, dim, placements, src_rank, group) -> st.ShardedTensor:
+        spec = st.ChunkShardingSpec(dim, list(placements))
+        return st.shard(tensor, spec, src_rank=src_rank, process_group=group)
+
+    def st_from_local_shards(self, local, global_shape, group) -> st.ShardedTensor:
+        shards = [st.Shard(tensor, _to_metadata(meta)) for tensor, meta in local]
+        return st.init_from_local_shards(shards, *global_shape, process_group=group)
+
+    def st_local_shards(self, t: st.ShardedTensor) -> list[tuple[torch.Tensor, Shard]]:
+        return [(s.tensor, _from_metadata(s.metadata)) for s in t.local_shards()]
+
+    def st_describe(self, t: st.ShardedTensor) -> dict[str, Any]:
+        metadata = t.metadata()
+        return {
+            "shape": list(metadata.size),
+            "dtype": str(metadata.tensor_properties.dtype).removeprefix("torch."),
+            "shards": [_from_metadata(m) for m in metadata.shards_metadata],
+        }
+
+    def st_gather(self, t: st.ShardedTensor, dst: int, out: torch.Tensor | None) -> None:
+        t.gather(dst=dst, out=out)
+
+    def st_reshard(self, t: st.ShardedTensor, dim, placements) -> st.ShardedTensor:
+        return t.reshard(st.ChunkShardingSpec(dim, list(placements)))
+
+    # -- DTensor ------------------------------------------------------------------------------
+
+    def dt_mesh(self, device_type, shape, ranks, names) -> dt.DeviceMesh:
+        mesh = torch.tensor(list(ranks), dtype=torch.int64).reshape(list(shape))
+        return dt.DeviceMesh(device_type, mesh, mesh_dim_names=list(names) if names else None)
+
+    def dt_local_shape_and_offset(self, global_shape, mesh_shape, placements, coordinate):
+        shape, offset = dt.local_shape_and_offset(
+            global_shape, mesh_shape, _placements(placements), coordinate
+        )
+        return list(shape), list(offset)
+
+    def dt_distribute(self, tensor, mesh, placements, src_data_rank) -> dt.DTensor:
+        return dt.distribute_tensor(
+            tensor, mesh, _placements(placements), src_data_rank=src_data_rank
+        )
+
+    def dt_from_local(self, local, mesh, placements, run_check, shape, stride) -> dt.DTensor:
+        return dt.DTensor.from_local(
+            local, mesh, _placements(placements), run_check=run_check, shape=shape, stride=stride
+        )
+
+    def dt_to_local(self, d: dt.DTensor) -> torch.Tensor:
+        return d.to_local()
+
+    def dt_full_tensor(self, d: dt.DTensor) -> torch.Tensor:
+        return d.full_tensor()
+
+    def dt_redistribute(self, d: dt.DTensor, placements) -> dt.DTensor:
+        return d.redistribute(d.device_mesh, _placements(placements))
+
+    def dt_describe(self, d: dt.DTensor) -> dict[str, Any]:
+        return {
+            "shape": list(d.shape),
+            "stride": list(d.stride()),
+            "dtype": str(d.dtype).removeprefix("torch."),
+            "placements": [str(p) for p in d.placements],
+        }
+
+    def dt_shard_metadata(self, d: dt.DTensor) -> list[Shard]:
+        mesh = d.device_mesh
+        metadata = to_sharded_metadata(
+            d.shape, d.dtype, mesh.mesh, d.placements, d.to_local().device.type
+        )
+        return [_from_metadata(m) for m in metadata.shards_metadata]
+
+
+ADAPTER = ReferenceAdapter()

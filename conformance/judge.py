@@ -1,0 +1,117 @@
+"""Assertions of the suite, with one message shape:
+
+    ``<what>=<actual>, but should be <expected> [<rule>; <case>]``
+
+The helpers hide themselves from tracebacks (``__tracebackhide__``) so a failure points at the
+test, and every multi-rank failure carries the replay command of its case.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from conformance.oracle.vocabulary import Verdict
+from conformance.world import CaseResult, Raised, Returned
+
+NOT_CLAIMED = "not claimed"
+
+
+def requires(impl: Any, *capabilities: str) -> None:
+    """Skip as "not claimed" unless the adapter claims every capability."""
+    missing = [c for c in capabilities if c not in impl.capabilities]
+    if missing:
+        pytest.skip(f"{NOT_CLAIMED}: {', '.join(missing)}")
+
+
+def _fail(what: str, actual: Any, expected: Any, context: str) -> None:
+    __tracebackhide__ = True
+    pytest.fail(f"{what}={actual!r}, but should be {expected!r} [{context}]", pytrace=False)
+
+
+def assert_equal(what: str, actual: Any, expected: Any, context: str) -> None:
+    __tracebackhide__ = True
+    if actual != expected:
+        _fail(what, actual, expected, context)
+
+
+def assert_tensor_exact(what: str, actual: Any, expected: torch.Tensor, context: str) -> None:
+    """Same dtype, same shape and bitwise the same values (NaN equal to NaN) (ERR-10)."""
+    __tracebackhide__ = True
+    if not isinstance(actual, torch.Tensor):
+        _fail(f"type({what})", type(actual).__name__, "Tensor", context)
+    if actual.dtype != expected.dtype:
+        _fail(f"{what}.dtype", actual.dtype, expected.dtype, context)
+    if actual.shape != expected.shape:
+        _fail(f"{what}.shape", tuple(actual.shape), tuple(expected.shape), context)
+    if not torch.equal(actual, expected) and not _equal_with_nan(actual, expected):
+        wrong = (actual != expected).nonzero()[:5].tolist()
+        _fail(
+            f"{what} at {wrong}",
+            actual.flatten()[:8].tolist(),
+            expected.flatten()[:8].tolist(),
+            context,
+        )
+
+
+def _equal_with_nan(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return (
+        a.is_floating_point()
+        and bool(torch.equal(a.isnan(), b.isnan()))
+        and bool((a == b)[~a.isnan()].all())
+    )
+
+
+def assert_pure_verdict(call: Any, verdict: Verdict, context: str) -> Any:
+    """Run a pure adapter call; it must return when ``verdict`` is valid, else raise its type."""
+    __tracebackhide__ = True
+    try:
+        value = call()
+    except Exception as exc:
+        if verdict.ok:
+            _fail("raised", f"{type(exc).__name__}: {exc}", "a result", context)
+        if not _is_a(type(exc), verdict.error):
+            _fail(
+                "raised",
+                f"{type(exc).__name__}: {exc}",
+                f"{verdict.error} ({verdict.rule})",
+                context,
+            )
+        return None
+    if not verdict.ok and not verdict.optional:
+        _fail("returned", value, f"{verdict.error} ({verdict.rule})", context)
+    return value
+
+
+def assert_collective_verdict(result: CaseResult, verdict: Verdict) -> list[Any] | None:
+    """Every rank returns when the verdict is valid; otherwise every rank raises its type (ERR-6,
+    ERR-7). Returns the values when all returned."""
+    __tracebackhide__ = True
+    if verdict.ok or (verdict.optional and result.ok):
+        return result.values()
+    wrong = [
+        o for o in result.outcomes if not (isinstance(o, Raised) and o.is_a(verdict.error or ""))
+    ]
+    if wrong:
+        pytest.fail(
+            result.report(
+                f"every rank should raise {verdict.error} ({verdict.rule}); "
+                f"{len(wrong)} rank(s) did not"
+            ),
+            pytrace=False,
+        )
+    return None
+
+
+def all_returned(result: CaseResult) -> list[Any]:
+    """The values of a case that must succeed, or a failure with every rank's outcome."""
+    __tracebackhide__ = True
+    if not all(isinstance(o, Returned) for o in result.outcomes):
+        pytest.fail(result.report("every rank should return"), pytrace=False)
+    return result.values()
+
+
+def _is_a(cls: type, name: str | None) -> bool:
+    return any(base.__name__ == name for base in cls.__mro__)

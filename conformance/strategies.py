@@ -1,0 +1,47 @@
+"""Hypothesis strategies that reach the corners on purpose: sizes 0 and 1, fewer elements than
+ranks, 0-d tensors, negative dims, meshes with ranks in any order, several mesh dims on one
+tensor dim, dtypes whose values a float32 round trip would change."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import strategies as st
+
+DTYPES = ["float32", "float64", "int64", "bool"]
+
+
+@st.composite
+def shapes(draw, min_dims: int = 0, max_dims: int = 3, max_side: int = 7) -> list[int]:
+    """Small shapes with many 0s, 1s and sizes that do not divide evenly."""
+    ndim = draw(st.integers(min_dims, max_dims))
+    return draw(st.lists(st.integers(0, max_side), min_size=ndim, max_size=ndim))
+
+
+@st.composite
+def meshes(draw, world_size: int, max_dims: int = 3) -> tuple[list[int], list[int]]:
+    """``(mesh_shape, ranks)``: a mesh of at most ``world_size`` ranks, in any order."""
+    ndim = draw(st.integers(1, max_dims))
+    shape = [1] * ndim
+    for d in range(ndim):
+        room = world_size // math.prod(shape)
+        shape[d] = draw(st.integers(1, max(1, room)))
+    size = math.prod(shape)
+    ranks = draw(st.permutations(range(world_size)))[:size]
+    return shape, list(ranks)
+
+
+@st.composite
+def placements(
+    draw, mesh_ndim: int, tensor_ndim: int, partial: bool = False, strided: bool = False
+) -> list[str]:
+    """One placement per mesh dim: ``R``, ``S(d)`` (negative ``d`` too), optionally ``P(sum)``
+    and strided shards."""
+    choices = ["R"]
+    if tensor_ndim:
+        choices += [f"S({d})" for d in range(-tensor_ndim, tensor_ndim)]
+        if strided:
+            choices += [f"_S({d},{k})" for d in range(tensor_ndim) for k in (2, 3)]
+    if partial:
+        choices.append("P(sum)")
+    return draw(st.lists(st.sampled_from(choices), min_size=mesh_ndim, max_size=mesh_ndim))

@@ -1,0 +1,61 @@
+"""spec/dt-layout.md: the local shape and global offset of every coordinate (pure)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conformance import judge
+from conformance import strategies as ss
+from conformance.oracle import layout as oracle
+from conformance.oracle.vocabulary import parse_placements
+
+
+@st.composite
+def layouts(draw, strided: bool):
+    shape = draw(ss.shapes())
+    mesh_shape, _ = draw(ss.meshes(world_size=8))
+    placements = draw(ss.placements(len(mesh_shape), len(shape), partial=True, strided=strided))
+    return shape, mesh_shape, placements
+
+
+def check_every_coordinate(impl, shape, mesh_shape, placements) -> None:
+    parsed = parse_placements(placements)
+    for coordinate in itertools.product(*(range(n) for n in mesh_shape)):
+        context = f"shape={shape}, mesh={mesh_shape}, {placements}, coordinate={coordinate}"
+        expected = oracle.local_shape_and_offset(shape, mesh_shape, parsed, coordinate)
+        actual = impl.dt_local_shape_and_offset(shape, mesh_shape, placements, coordinate)
+        judge.assert_equal("(local_shape, offset)", tuple(map(tuple, actual)), expected, context)
+
+
+@pytest.mark.rules(
+    "DT-LAYOUT-1", "DT-LAYOUT-2", "DT-LAYOUT-3", "DT-LAYOUT-4", "DT-LAYOUT-5",
+    "DT-LAYOUT-6", "DT-LAYOUT-7", "DT-LAYOUT-9", "DT-LAYOUT-10", "DT-PLACE-2",
+)  # fmt: skip
+@given(layout=layouts(strided=False))
+def test_local_shape_and_offset_of_every_coordinate(impl, layout):
+    judge.requires(impl, "dtensor")
+    check_every_coordinate(impl, *layout)
+
+
+@pytest.mark.rules("DT-LAYOUT-8", "DT-PLACE-12")
+@given(layout=layouts(strided=True))
+def test_strided_shards_in_the_nesting(impl, layout):
+    judge.requires(impl, "dtensor", "strided_shard")
+    check_every_coordinate(impl, *layout)
+
+
+@pytest.mark.rules("DT-LAYOUT-3", "DT-LAYOUT-4")
+@pytest.mark.parametrize(("length", "parts"), [(5, 4), (2, 4), (0, 3), (1, 8)])
+def test_trailing_coordinates_are_empty_at_the_end_of_the_dim(impl, length, parts):
+    judge.requires(impl, "dtensor")
+    for c in range(parts):
+        shape, offset = impl.dt_local_shape_and_offset([length], [parts], ["S(0)"], [c])
+        step = math.ceil(length / parts)
+        expected = ([max(0, min(length, (c + 1) * step) - min(length, c * step))],
+                    [min(length, c * step)])  # fmt: skip
+        judge.assert_equal("(local_shape, offset)", (shape, offset), expected, f"L={length}, c={c}")
