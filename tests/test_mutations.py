@@ -1,0 +1,78 @@
+"""The suite catches planted bugs in a copy of the reference, each with a minimal case that a
+reader can act on (the falsifying example, and for multi-rank cases the replay command)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_suite(test_file: str, impl: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            f"conformance/suite/{test_file}",
+            "-p",
+            "conformance.plugin",
+            "-p",
+            "no:cacheprovider",
+            "--impl",
+            impl,
+            "-x",
+            "-q",
+            "--hypothesis-seed=0",
+            "--hypothesis-profile=ci",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.parametrize(
+    ("test_file", "impl", "expected"),
+    [
+        (
+            "test_st_sharding_spec.py",
+            "mutants:CHUNK_OFFSET",
+            [
+                "shards=[{'offsets': [0], 'sizes': [1]",
+                "{'offsets': [2], 'sizes': [0]",
+                ".build_metadata([1])",
+            ],
+        ),
+        (
+            "test_st_gather.py",
+            "mutants:GATHER_DROPS_LAST",
+            ["rank 0: out at [[0]]=[0.0], but should be [3.0]", "--world-size 1", '"shape": [1]'],
+        ),
+        (
+            "test_st_validation.py",
+            "mutants:TOUCHING_OVERLAP",
+            ["overlap\", but should be 'a result'", "size=[1, 2]"],
+        ),
+        (
+            "test_dt_redistribute.py",
+            "mutants:LOSES_PRECISION",
+            ["=[904623.3125], but should be [904623.3]", '"shape": []', "--world-size 1"],
+        ),
+    ],
+    ids=["chunk-offset", "gather-drops-last-shard", "touching-boxes-overlap", "float32-trip"],
+)
+def test_a_planted_bug_is_caught_with_a_minimal_case(test_file, impl, expected):
+    out = run_suite(test_file, impl)
+    for text in expected:
+        assert text in out, out[-4000:]
