@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conformance import adapters, profiles, rules, xfails
+from conformance import adapters, known_failures, profiles, rules
 from conformance import report as rule_report
 from conformance.world import attach
 from conformance.world.attach import AttachedWorld
@@ -21,7 +21,7 @@ from conformance.world.pool import World, WorldPool
 
 profiles.register()
 
-_XFAILS = pytest.StashKey[list[xfails.XFail]]()
+_XFAILS = pytest.StashKey[list[known_failures.XFail]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,7 +41,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="1,2,3,4",
         help="comma-separated world sizes to run (default 1,2,3,4; up to 8)",
     )
-    group.addoption("--xfails", default=None, help="file of known failures (test ids + reasons)")
+    group.addoption(
+        "--xfails",
+        default=None,
+        help="file of known failures (test ids + reasons); default: the adapter's own, "
+        "conformance/xfails/<name>.txt, if it has one",
+    )
     group.addoption(
         "--case-timeout", type=float, default=30.0, help="seconds a case may take (default 30)"
     )
@@ -91,8 +96,11 @@ def pytest_configure(config: pytest.Config) -> None:
     world_sizes(config)
     try:
         backend_named(config.getoption("--backend"))
-        path = config.getoption("--xfails")
-        config.stash[_XFAILS] = xfails.parse(Path(path)) if path else []
+        path = config.getoption("--xfails") or known_failures.default_for(
+            config.getoption("--impl")
+        )
+        config.stash[_XFAILS] = known_failures.parse(Path(path)) if path else []
+        config.option.xfails = path
     except (ValueError, OSError) as exc:
         raise pytest.UsageError(str(exc)) from None
     if not hasattr(config, "workerinput"):  # the xdist controller, or a run without xdist
@@ -192,7 +200,7 @@ def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> Non
     used: set[int] = set()
     for item in items:
         for entry in entries:
-            if xfails.matches(entry, item.nodeid):
+            if known_failures.matches(entry, item.nodeid):
                 item.add_marker(pytest.mark.xfail(reason=entry.reason, strict=True))
                 used.add(entry.line)
     path = config.getoption("--xfails")

@@ -21,6 +21,15 @@ class XFail:
     line: int
 
 
+FOLDER = Path(__file__).parent / "xfails"
+
+
+def default_for(impl: str) -> str | None:
+    """The known-failures file shipped for a registered adapter, if there is one."""
+    path = FOLDER / f"{impl}.txt"
+    return str(path) if ":" not in impl and path.exists() else None
+
+
 def parse(path: Path) -> list[XFail]:
     entries: list[XFail] = []
     group_reason = ""
