@@ -76,6 +76,25 @@ class Adapter(Protocol):
     def st_reshard(self, st: Any, dim: int, placements: Sequence[str]) -> Any:
         """The tensor re-laid out by ``ChunkShardingSpec(dim, placements)`` (ST-RESHARD)."""
 
+    def st_api(self) -> Any:
+        """*Pure.* The implementation's own ShardedTensor API, for rules about its objects and
+        arguments (ST-META, ST-LIFE, ST-FLAT, ST-RESHARD-7/9), as a namespace of these names:
+
+        - ``ShardMetadata``, ``TensorProperties``, ``ShardedTensorMetadata``,
+          ``MEM_FORMAT_ENCODING``, ``Shard``, ``ChunkShardingSpec``, ``EnumerableShardingSpec``,
+          ``ShardingSpec``, ``ShardedTensor`` (the classes);
+        - ``placement(text)``: a parsed placement (``rank()``, ``device()``, ``str()``);
+        - ``empty``, ``zeros``, ``ones``, ``full`` (``full(spec, size, fill_value, ...)``);
+        - ``shard(tensor, spec, src_rank, process_group)``;
+        - ``init_from_local_shards(local_shards, *size, process_group)``;
+        - ``init_from_local_shards_and_global_metadata(local_shards, metadata, process_group)``;
+        - ``flatten(state_dict)``: the flattening of nested sharded tensors (ST-FLAT).
+
+        Sharded tensors expose ``metadata()``, ``local_shards()``, ``local_tensor()``,
+        ``size()``, ``dim()``, ``dtype``, ``sharding_spec()``, ``gather(dst, out)``,
+        ``reshard(spec)``, ``to(dtype)``, ``cpu()``, ``clone()`` and pickle (ST-LIFE).
+        """
+
     # -- DTensor ------------------------------------------------------------------------------
 
     def dt_mesh(

@@ -8,6 +8,7 @@ visible and is listed, with its reason, in ``conformance/xfails/torch.txt``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -113,6 +114,36 @@ class PyTorchAdapter:
 
     def st_reshard(self, st: ShardedTensor, dim: int, placements: Sequence[str]) -> ShardedTensor:
         return st.reshard(ChunkShardingSpec(dim=dim, placements=list(placements)))
+
+    def st_api(self) -> SimpleNamespace:
+        from torch.distributed._shard import sharded_tensor as sharded
+        from torch.distributed._shard.sharded_tensor import metadata
+        from torch.distributed._shard.sharding_spec import EnumerableShardingSpec, ShardingSpec
+        from torch.distributed.checkpoint._sharded_tensor_utils import _flatten_sharded_tensors
+        from torch.distributed.remote_device import _remote_device
+
+        return SimpleNamespace(
+            ShardMetadata=ShardMetadata,
+            TensorProperties=metadata.TensorProperties,
+            ShardedTensorMetadata=metadata.ShardedTensorMetadata,
+            MEM_FORMAT_ENCODING=metadata.MEM_FORMAT_ENCODING,
+            Shard=TorchShard,
+            ChunkShardingSpec=ChunkShardingSpec,
+            EnumerableShardingSpec=EnumerableShardingSpec,
+            ShardingSpec=ShardingSpec,
+            ShardedTensor=ShardedTensor,
+            placement=_remote_device,
+            empty=sharded.empty,
+            zeros=sharded.zeros,
+            ones=sharded.ones,
+            full=sharded.full,
+            shard=_shard_tensor,
+            init_from_local_shards=init_from_local_shards,
+            init_from_local_shards_and_global_metadata=(
+                ShardedTensor._init_from_local_shards_and_global_metadata
+            ),
+            flatten=_flatten_sharded_tensors,
+        )
 
     # -- DTensor ------------------------------------------------------------------------------
 

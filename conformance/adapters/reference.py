@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -12,6 +13,13 @@ from reference import dtensor as dt
 from reference import sharded_tensor as st
 from reference.dtensor.interop import to_sharded_metadata
 from reference.dtensor.placements import parse
+
+_ST_NAMES = (
+    "ShardMetadata", "TensorProperties", "ShardedTensorMetadata", "MEM_FORMAT_ENCODING", "Shard",
+    "ChunkShardingSpec", "EnumerableShardingSpec", "ShardingSpec", "ShardedTensor", "empty",
+    "zeros", "ones", "full", "shard", "init_from_local_shards",
+    "init_from_local_shards_and_global_metadata",
+)  # fmt: skip
 
 
 def _placements(texts: Sequence[str]) -> tuple[Any, ...]:
@@ -78,6 +86,13 @@ class ReferenceAdapter:
 
     def st_reshard(self, t: st.ShardedTensor, dim, placements) -> st.ShardedTensor:
         return t.reshard(st.ChunkShardingSpec(dim, list(placements)))
+
+    def st_api(self) -> SimpleNamespace:
+        return SimpleNamespace(
+            **{name: getattr(st, name) for name in _ST_NAMES},
+            placement=st.Placement,
+            flatten=st.flatten_sharded_tensors,
+        )
 
     # -- DTensor ------------------------------------------------------------------------------
 
