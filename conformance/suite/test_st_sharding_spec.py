@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
 from conformance import judge
 from conformance import strategies as ss
-from conformance.oracle.st_sharding_spec import ChunkSpec, build_metadata_verdict, chunk_shards
+from conformance.oracle.st_metadata import ShardMeta
+from conformance.oracle.st_sharding_spec import (
+    ChunkSpec,
+    EnumerableSpec,
+    build_metadata_verdict,
+    chunk_shards,
+    chunk_spec_verdict,
+    enumerable_spec_verdict,
+)
 from conformance.oracle.vocabulary import VALID
 
 
@@ -42,3 +53,76 @@ def test_chunk_metadata_of_any_size_dim_and_placements(impl, spec):
         judge.assert_equal("shards", actual, expected, context)
         again = impl.st_chunk_metadata(shape, dim, placements)
         judge.assert_equal("shards of a second call", again, actual, context)
+
+
+def _props(api):
+    return api.TensorProperties(dtype=torch.float32)
+
+
+@pytest.mark.rules("ST-SPEC-7", "ST-SPEC-8", "ERR-1", "ERR-2")
+@pytest.mark.parametrize(
+    ("dim", "placements"),
+    [(0.0, ["rank:0/cpu"]), ("x", ["rank:0/cpu"]), (True, ["rank:0/cpu"]), (0, []), (1, [])],
+)
+def test_chunk_spec_needs_an_int_dim_and_placements(impl, dim, placements):
+    judge.requires(impl, "sharded_tensor")
+    api = impl.st_api()
+    verdict = chunk_spec_verdict(dim, placements)
+    judge.assert_pure_verdict(
+        lambda: api.ChunkShardingSpec(dim, placements).build_metadata(
+            torch.Size([4, 4]), _props(api)
+        ),
+        verdict,
+        f"ChunkShardingSpec({dim!r}, {placements}).build_metadata((4, 4))",
+    )
+
+
+@st.composite
+def enumerable_shards(draw):
+    """Boxes of a 1-d or 2-d grid over a shape, then at most one fault (ERR-11): no shards, a
+    shard of another ndim, an overlap, a gap or a box out of bounds (the last two only break
+    ``build_metadata``)."""
+    shape = draw(ss.shapes(min_dims=1, max_dims=2, max_side=5))
+    cuts = [sorted(set(draw(st.lists(st.integers(0, n), max_size=2))) | {0, n}) for n in shape]
+    boxes = [((), ())]
+    for d_cuts in cuts:
+        spans = list(itertools.pairwise(d_cuts)) or [(0, 0)]
+        boxes = [((*o, a), (*s, b - a)) for o, s in boxes for a, b in spans]
+    shards = [ShardMeta(o, s, f"rank:{i % 3}/cpu") for i, (o, s) in enumerate(boxes)]
+    fault = draw(st.sampled_from(["none", "none", "empty", "ndim", "overlap", "gap", "out"]))
+    i = draw(st.integers(0, len(shards) - 1))
+    if fault == "empty":
+        shards = []
+    elif fault == "ndim":
+        shards[i] = ShardMeta((*shards[i].offsets, 0), (*shards[i].sizes, 1), "rank:0/cpu")
+    elif fault == "overlap" and shards[i].volume:
+        shards.append(shards[i])
+    elif fault == "gap" and len(shards) > 1:
+        shards.pop(i)
+    elif fault == "out":
+        shards[i] = ShardMeta((shards[i].offsets[0] + 1, *shards[i].offsets[1:]),
+                              shards[i].sizes, shards[i].placement)  # fmt: skip
+    return shape, shards
+
+
+@pytest.mark.rules("ST-SPEC-11", "ST-SPEC-12", "ERR-1", "ERR-11")
+@given(case=enumerable_shards())
+def test_enumerable_spec_builds_exactly_the_tilings_in_the_given_order(impl, case):
+    judge.requires(impl, "sharded_tensor")
+    api = impl.st_api()
+    shape, shards = case
+    context = f"EnumerableShardingSpec({[str(s) for s in shards]}).build_metadata({shape})"
+    made = [api.ShardMetadata(list(s.offsets), list(s.sizes), s.placement) for s in shards]
+    verdict = enumerable_spec_verdict(shards)
+    spec = judge.assert_pure_verdict(lambda: api.EnumerableShardingSpec(made), verdict, context)
+    if not verdict.ok:
+        return
+    verdict = build_metadata_verdict(EnumerableSpec(tuple(shards)), shape)
+    props = _props(api)
+    built = judge.assert_pure_verdict(
+        lambda: spec.build_metadata(torch.Size(shape), props), verdict, context
+    )
+    if verdict.ok:
+        judge.assert_equal("shards_metadata", list(built.shards_metadata), made, context)
+        judge.assert_equal("size", built.size, torch.Size(shape), context)
+        judge.assert_equal("tensor_properties", built.tensor_properties, props, context)
