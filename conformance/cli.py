@@ -42,6 +42,15 @@ def main(argv: list[str] | None = None) -> int:
     rules.add_argument("paths", nargs="*", help=f"test files or folders (default: {SUITE})")
     rules.set_defaults(handler=_rules)
 
+    fixtures = commands.add_parser("fixtures", help="golden vectors: generate, check, verify")
+    fixtures.add_argument("action", choices=["generate", "check", "verify", "save-regression"])
+    fixtures.add_argument("case", nargs="?", help="save-regression: the case JSON of a replay")
+    fixtures.add_argument("--impl", default="reference", help="verify: adapter or module:attr")
+    fixtures.add_argument("--files", help="verify: comma-separated file stems (default: all)")
+    fixtures.add_argument("--world-size", type=int, help="save-regression (default: inferred)")
+    fixtures.add_argument("--name", help="save-regression: file name without .json")
+    fixtures.set_defaults(handler=lambda args, extra: _fixtures(args))
+
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "run":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -110,3 +119,9 @@ def _bench(args: argparse.Namespace, extra: list[str]) -> int:
     sizes = [int(n) for n in args.world_sizes.split(",")]
     bench.report(sizes, cases=args.cases, spawn_cases=args.spawn_cases)
     return 0
+
+
+def _fixtures(args: argparse.Namespace) -> int:
+    from conformance.fixtures.cli import main as fixtures_main
+
+    return fixtures_main(args)
