@@ -8,9 +8,10 @@ from hypothesis import strategies as st
 
 from conformance import judge
 from conformance import strategies as ss
-from conformance.oracle.st_metadata import ShardMeta
-from conformance.oracle.st_ops import box
-from conformance.oracle.st_sharding_spec import ChunkSpec, chunk_shards
+from conformance.oracle.st_metadata import Properties, ShardMeta
+from conformance.oracle.st_ops import box, gather_verdict
+from conformance.oracle.st_sharding_spec import ChunkSpec, build_metadata, chunk_shards
+from conformance.oracle.st_validation import TensorInfo
 from conformance.oracle.tensors import make_global
 from conformance.world import Case
 
@@ -68,3 +69,93 @@ def test_shard_then_gather_returns_the_source_exactly(impl, impl_name, world_poo
             judge.assert_tensor_exact(f"rank {rank}: out", value["out"], expected, context)
         else:
             judge.assert_equal(f"rank {rank}: out", value["out"], None, context)
+
+
+GATHER_FAULTS = ["none", "strided_out", "dst_range", "dst_type", "dst_differs", "out_none",
+                 "out_shape", "out_dtype", "out_not_tensor", "out_elsewhere"]  # fmt: skip
+
+
+@st.composite
+def gather_arg_cases(draw, world_sizes: list[int]):
+    """A valid gather over the world, then at most one broken argument (ERR-11), on one rank
+    where the fault is per rank (ERR-6)."""
+    world_size = draw(st.sampled_from(world_sizes))
+    shape = draw(ss.shapes(min_dims=1, max_dims=3, max_side=5))
+    dtype = draw(st.sampled_from(ss.DTYPES))
+    dst = draw(st.integers(0, world_size - 1))
+    fault = draw(st.sampled_from(GATHER_FAULTS))
+    if world_size == 1 and fault in ("dst_differs", "out_elsewhere"):
+        fault = "none"
+    dsts: list = [dst] * world_size
+    outs: list = [None] * world_size
+    outs[dst] = {"shape": shape, "dtype": dtype, "transposed": fault == "strided_out"}
+    other = draw(st.sampled_from([r for r in range(world_size) if r != dst] or [dst]))
+    if fault == "dst_range":
+        dsts = [draw(st.sampled_from([world_size, world_size + 3, -1]))] * world_size
+        outs = [None] * world_size
+    elif fault == "dst_type":
+        dsts = [draw(st.sampled_from([float(dst), str(dst)]))] * world_size
+        outs = [None] * world_size
+    elif fault == "dst_differs":
+        dsts[other] = draw(st.sampled_from([r for r in range(world_size) if r != dst]))
+    elif fault == "out_none":
+        outs[dst] = None
+    elif fault == "out_shape":
+        outs[dst] = {"shape": [*shape[:-1], shape[-1] + 1], "dtype": dtype}
+    elif fault == "out_dtype":
+        outs[dst] = {"shape": shape, "dtype": "float64" if dtype != "float64" else "int64"}
+    elif fault == "out_not_tensor":
+        outs[dst] = [0] * shape[0]
+    elif fault == "out_elsewhere":
+        outs[other] = {"shape": shape, "dtype": dtype}
+    return world_size, {
+        "shape": shape,
+        "dtype": dtype,
+        "seed": draw(st.integers(0, 2**16)),
+        "dim": draw(st.integers(-len(shape), len(shape) - 1)),
+        "order": draw(st.permutations(range(world_size))),
+        "dst_by_rank": dsts,
+        "out_by_rank": outs,
+    }
+
+
+def _out_info(desc):
+    if isinstance(desc, dict):
+        return TensorInfo(tuple(desc["shape"]), desc["dtype"])
+    return desc
+
+
+@pytest.mark.rules(
+    "ST-GATHER-3", "ST-GATHER-4", "ST-GATHER-5", "ST-GATHER-6", "ST-GATHER-7", "ST-GATHER-8",
+    "ST-GATHER-11", "ERR-1", "ERR-2", "ERR-6", "ERR-7", "ERR-8", "ERR-11",
+)  # fmt: skip
+@given(data=st.data())
+def test_gather_arguments_are_validated_on_every_rank_before_data_moves(
+    impl, impl_name, world_pool, available_world_sizes, data
+):
+    judge.requires(impl, "sharded_tensor")
+    world_size, args = data.draw(gather_arg_cases(available_world_sizes))
+    result = world_pool.get(world_size).run(
+        Case("conformance.tasks.sharded_tensor:gather_checked", {"impl": impl_name, **args})
+    )
+    group = list(range(world_size))
+    spec = ChunkSpec(args["dim"], tuple(f"rank:{r}/cpu" for r in args["order"]))
+    meta = build_metadata(spec, args["shape"], Properties(dtype=args["dtype"]))
+    verdict = gather_verdict(
+        meta,
+        group,
+        dict(enumerate(args["dst_by_rank"])),
+        {r: _out_info(d) for r, d in enumerate(args["out_by_rank"])},
+    )
+    values = judge.assert_collective_verdict(result, verdict)
+    if values is None:
+        return
+    context = result.replay_command()
+    expected = make_global(args["shape"], args["dtype"], args["seed"])
+    for rank, value in enumerate(values):
+        judge.assert_equal(f"rank {rank}: gather returned", value["returned"], None, context)
+        judge.assert_equal(f"rank {rank}: tensor unchanged", value["unchanged"], True, context)
+        judge.assert_equal(f"rank {rank}: out strides kept", value["strides_kept"], True, context)
+        if rank == args["dst_by_rank"][0]:
+            judge.assert_tensor_exact(f"rank {rank}: out", value["out"].contiguous(), expected,
+                                      context)  # fmt: skip

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from conformance import adapters
-from conformance.oracle.tensors import make_global, torch_dtype
+from conformance.oracle.tensors import dtype_name, make_global, torch_dtype
 from conformance.world import RankContext
 
 
@@ -73,3 +73,137 @@ def reshard(
         "old_unchanged": len(held) == len(old)
         and all(torch.equal(a, b) for (a, _), (b, _) in zip(held, old, strict=True)),
     }
+
+
+def _make_out(desc: Any, device: torch.device) -> Any:
+    """``None``, a tensor described by ``{"shape", "dtype", "transposed"}`` (filled with -1; a
+    transposed one is a non-contiguous view), or any other JSON value as given."""
+    if not isinstance(desc, dict):
+        return desc
+    shape = list(desc["shape"])
+    dtype = torch_dtype(desc["dtype"])
+    if desc.get("transposed"):
+        dims = list(range(len(shape)))[::-1]
+        return torch.full(shape[::-1], -1, dtype=dtype, device=device).permute(dims)
+    return torch.full(shape, -1, dtype=dtype, device=device)
+
+
+def gather_checked(
+    ctx: RankContext,
+    impl: str,
+    shape: list[int],
+    dtype: str,
+    seed: int,
+    dim: int,
+    order: list[int],
+    dst_by_rank: list[Any],
+    out_by_rank: list[Any],
+) -> dict[str, Any]:
+    """Shard from rank 0 over the world, gather with this rank's ``dst`` and ``out``. Raises what
+    gather raised, unless gather wrote ``out`` or changed the tensor before raising (then an
+    ``AssertionError``, ERR-8); returns ``out``, whether it kept its strides, and whether the
+    tensor is unchanged (ST-GATHER-11)."""
+    adapter = adapters.load(impl)
+    source = make_global(shape, dtype, seed).to(ctx.device)
+    t = adapter.st_shard(source, dim, placements_of(order, ctx.device), 0, None)
+    out = _make_out(out_by_rank[ctx.rank], ctx.device)
+    strides = out.stride() if isinstance(out, torch.Tensor) else None
+    out_before = out.clone() if isinstance(out, torch.Tensor) else None
+    describe_before = adapter.st_describe(t)
+    local_before = [(x.clone(), m) for x, m in adapter.st_local_shards(t)]
+
+    def unchanged() -> bool:
+        local = adapter.st_local_shards(t)
+        return (
+            adapter.st_describe(t) == describe_before
+            and len(local) == len(local_before)
+            and all(
+                torch.equal(a, b) and ma == mb
+                for (a, ma), (b, mb) in zip(local, local_before, strict=True)
+            )
+        )
+
+    try:
+        returned = t.gather(dst=dst_by_rank[ctx.rank], out=out)
+    except Exception:
+        assert out_before is None or torch.equal(out, out_before), "out written before raising"
+        assert unchanged(), "the sharded tensor changed before raising"
+        raise
+    return {
+        "returned": returned,
+        "out": out.cpu() if isinstance(out, torch.Tensor) else out,
+        "strides_kept": strides is None or out.stride() == strides,
+        "unchanged": unchanged(),
+    }
+
+
+def make_spec(api: Any, data: Any, device: torch.device) -> Any:
+    """A sharding spec from JSON: ``{"dim", "ranks"}`` (chunk), ``{"boxes": [[offsets, sizes,
+    rank], ...]}`` (enumerable), anything else as given (not a spec)."""
+    if isinstance(data, dict) and "boxes" in data:
+        return api.EnumerableShardingSpec(
+            [api.ShardMetadata(o, s, f"rank:{r}/{device}") for o, s, r in data["boxes"]]
+        )
+    if isinstance(data, dict):
+        return api.ChunkShardingSpec(data["dim"], placements_of(data["ranks"], device))
+    return data
+
+
+def describe(t: Any) -> dict[str, Any]:
+    """A sharded tensor as plain data: its metadata (shards, size, properties) and its local
+    shards, each ``(tensor on cpu, shard)``."""
+    md = t.metadata()
+    p = md.tensor_properties
+    return {
+        "shards": [_shard_json(m) for m in md.shards_metadata],
+        "size": list(md.size),
+        "properties": {
+            "dtype": dtype_name(p.dtype),
+            "layout": str(p.layout).removeprefix("torch."),
+            "requires_grad": p.requires_grad,
+            "memory_format": str(p.memory_format).removeprefix("torch."),
+            "pin_memory": p.pin_memory,
+        },
+        "local": [(s.tensor.detach().cpu(), _shard_json(s.metadata)) for s in t.local_shards()],
+    }
+
+
+def _shard_json(m: Any) -> dict[str, Any]:
+    return {
+        "offsets": list(m.shard_offsets),
+        "sizes": list(m.shard_sizes),
+        "placement": str(m.placement),
+    }
+
+
+def reshard_checked(
+    ctx: RankContext,
+    impl: str,
+    shape: list[int],
+    dtype: str,
+    seed: int,
+    spec: Any,
+    new_spec: Any,
+    group: list[int],
+) -> dict[str, Any] | None:
+    """Build a tensor of ``spec`` on ``group`` (a chunk spec: sharded from group rank 0; an
+    enumerable one: ``zeros``), reshard it to ``new_spec``; report the result and whether the
+    local tensors held before are unchanged (ST-RESHARD-6), also when reshard raised."""
+    api = adapters.load(impl).st_api()
+    process_group = ctx.group(group)
+    if ctx.rank not in group:
+        return None
+    old_spec = make_spec(api, spec, ctx.device)
+    if "boxes" in spec:
+        t = api.zeros(old_spec, shape, dtype=torch_dtype(dtype), process_group=process_group)
+    else:
+        source = make_global(shape, dtype, seed).to(ctx.device)
+        t = api.shard(source, old_spec, src_rank=0, process_group=process_group)
+    held = [s.tensor for s in t.local_shards()]
+    before = [x.clone() for x in held]
+    try:
+        moved = t.reshard(make_spec(api, new_spec, ctx.device))
+    finally:
+        kept = all(torch.equal(a, b) for a, b in zip(held, before, strict=True))
+    assert kept, "reshard changed the local tensors held before the call"
+    return describe(moved)
