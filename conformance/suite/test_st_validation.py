@@ -11,7 +11,16 @@ from hypothesis import strategies as st
 from conformance import judge
 from conformance import strategies as ss
 from conformance.oracle.st_metadata import ShardMeta, TensorMeta
-from conformance.oracle.st_validation import layout_verdict
+from conformance.oracle.st_sharding_spec import ChunkSpec, chunk_shards
+from conformance.oracle.st_validation import (
+    LocalShard,
+    TensorInfo,
+    init_from_local_shards_metadata,
+    init_from_local_shards_verdict,
+    init_with_global_metadata_verdict,
+    layout_verdict,
+)
+from conformance.world import Case
 
 
 @st.composite
@@ -70,3 +79,125 @@ def test_an_empty_box_overlaps_nothing(impl, size, empty_boxes):
     full = {"offsets": [0] * len(size), "sizes": size, "placement": "rank:0/cpu"}
     empties = [{"offsets": o, "sizes": s, "placement": "rank:1/cpu"} for o, s in empty_boxes]
     impl.st_validate([full, *empties], size)
+
+
+LOCAL_FAULTS = ["none", "dtype", "requires_grad", "size", "shape", "non_contiguous",
+                "placement_rank", "no_shards"]  # fmt: skip
+GLOBAL_FAULTS = ["none", "metadata", "dtype", "requires_grad", "shape", "non_contiguous",
+                 "missing", "extra", "rankless", "worker", "non_member"]  # fmt: skip
+
+
+@st.composite
+def from_local_cases(draw, world_sizes: list[int]):
+    """Row chunks of a 2-d tensor, one per rank, passed to ``init_from_local_shards`` (``local``)
+    or with the global metadata (``global``); then at most one fault (ERR-11), on one rank
+    ``bad`` where it is per rank (ERR-6)."""
+    world_size = draw(st.sampled_from(world_sizes))
+    kind = draw(st.sampled_from(["local", "global"]))
+    size = [draw(st.integers(0, 6)), draw(st.integers(1, 4))]
+    dtype = draw(st.sampled_from(ss.DTYPES[:3]))
+    ranks = list(range(world_size))
+    layout = [s.to_json() for s in chunk_shards(size, ChunkSpec(0, tuple(
+        f"rank:{r}/cpu" for r in ranks)))]  # fmt: skip
+    props = {"dtype": dtype, "requires_grad": False}
+    shards = [[{"metadata": dict(m), "tensor": {"shape": m["sizes"], "dtype": dtype}}]
+              for m in layout]  # fmt: skip
+    sizes = [list(size) for _ in ranks]
+    metadata = [{"shards": layout, "size": size, "properties": props} for _ in ranks]
+    fault = draw(st.sampled_from(LOCAL_FAULTS if kind == "local" else GLOBAL_FAULTS))
+    bad = draw(st.sampled_from(ranks))
+    mine = shards[bad][0]
+    if fault == "dtype":
+        mine["tensor"] = {**mine["tensor"], "dtype": "float64" if dtype != "float64" else "int64"}
+    elif fault == "requires_grad":
+        if dtype == "int64":
+            fault = "none"
+        else:
+            mine["tensor"] = {**mine["tensor"], "requires_grad": True}
+    elif fault == "size":
+        sizes[bad] = [size[0] + 1, size[1]]
+    elif fault == "shape":
+        mine["tensor"] = {**mine["tensor"], "shape": [mine["tensor"]["shape"][0], size[1] + 1]}
+    elif fault == "non_contiguous":
+        if min(mine["tensor"]["shape"]) > 1:
+            mine["tensor"] = {**mine["tensor"], "transposed": True}
+        else:
+            fault = "none"
+    elif fault == "placement_rank":
+        other = (bad + 1) % (world_size + 1)
+        mine["metadata"] = {**mine["metadata"], "placement": f"rank:{other}/cpu"}
+    elif fault == "no_shards":
+        shards = [[] for _ in ranks]
+    elif fault == "metadata":
+        other = "float64" if dtype != "float64" else "int64"
+        metadata[bad] = {**metadata[bad], "properties": {**props, "dtype": other}}
+        mine["tensor"] = {**mine["tensor"], "dtype": other}
+    elif fault == "missing":
+        shards[bad] = []
+    elif fault == "extra":
+        shards[bad] = [mine, mine]
+    elif fault in ("rankless", "worker", "non_member"):
+        placement = {"rankless": "cpu", "worker": "worker0/cpu",
+                     "non_member": f"rank:{world_size}/cpu"}[fault]  # fmt: skip
+        changed = [dict(m) for m in layout]
+        changed[bad]["placement"] = placement
+        metadata = [{**m, "shards": changed} for m in metadata]
+        shards[bad] = []
+    return world_size, {
+        "kind": kind,
+        "shards_by_rank": shards,
+        "size_by_rank": sizes,
+        "metadata_by_rank": metadata,
+    }
+
+
+def _tensor_info(desc):
+    shape = list(desc["shape"])
+    return TensorInfo(
+        tuple(shape),
+        desc["dtype"],
+        requires_grad=bool(desc.get("requires_grad")),
+        contiguous=not desc.get("transposed") or min(shape) <= 1,
+    )
+
+
+@pytest.mark.rules(
+    "ST-VALID-6", "ST-VALID-7", "ST-VALID-8", "ST-VALID-9", "ST-VALID-10", "ST-VALID-11",
+    "ST-VALID-12", "ST-VALID-13", "ST-VALID-14", "ST-LIFE-12", "ST-LIFE-13", "ST-LIFE-14",
+    "ERR-1", "ERR-3", "ERR-6", "ERR-11",
+)  # fmt: skip
+@given(data=st.data())
+def test_construction_from_local_shards_checks_every_rank_and_keeps_the_data(
+    impl, impl_name, world_pool, available_world_sizes, data
+):
+    judge.requires(impl, "sharded_tensor")
+    world_size, args = data.draw(from_local_cases(available_world_sizes))
+    result = world_pool.get(world_size).run(
+        Case("conformance.tasks.sharded_tensor:from_local_checked", {"impl": impl_name, **args})
+    )
+    group = list(range(world_size))
+    inputs = {
+        r: [LocalShard(ShardMeta.from_json(s["metadata"]), _tensor_info(s["tensor"]))
+            for s in args["shards_by_rank"][r]]
+        for r in group
+    }  # fmt: skip
+    if args["kind"] == "local":
+        verdict = init_from_local_shards_verdict(inputs, dict(enumerate(args["size_by_rank"])),
+                                                 group)  # fmt: skip
+        expected = init_from_local_shards_metadata(inputs, args["size_by_rank"][0], group)
+    else:
+        metas = {r: TensorMeta.from_json(args["metadata_by_rank"][r]) for r in group}
+        verdict = init_with_global_metadata_verdict(inputs, metas, group)
+        expected = metas[0]
+    values = judge.assert_collective_verdict(result, verdict)
+    if values is None or not verdict.ok:
+        return
+    context = result.replay_command()
+    for rank, value in enumerate(values):
+        judge.assert_equal(f"rank {rank}: metadata", TensorMeta.from_json(value), expected,
+                           context)  # fmt: skip
+        judge.assert_equal(f"rank {rank}: local shards", [m for _, m in value["local"]],
+                           [s["metadata"] for s in args["shards_by_rank"][rank]],
+                           context)  # fmt: skip
+        judge.assert_equal(f"rank {rank}: given values kept", value["given_values_kept"],
+                           [True] * len(value["local"]), context)  # fmt: skip

@@ -207,3 +207,56 @@ def reshard_checked(
         kept = all(torch.equal(a, b) for a, b in zip(held, before, strict=True))
     assert kept, "reshard changed the local tensors held before the call"
     return describe(moved)
+
+
+def _local_tensor(desc: dict[str, Any], fill: int, device: torch.device) -> torch.Tensor:
+    """A tensor of ``desc["shape"]`` and dtype filled with ``fill``; ``transposed`` makes it a
+    non-contiguous view of that shape, ``requires_grad`` a leaf that requires grad."""
+    shape, dtype = list(desc["shape"]), torch_dtype(desc["dtype"])
+    if desc.get("transposed"):
+        x = torch.full(shape[::-1], fill, dtype=dtype, device=device).t()
+    else:
+        x = torch.full(shape, fill, dtype=dtype, device=device)
+    return x.requires_grad_(True) if desc.get("requires_grad") else x
+
+
+def from_local_checked(
+    ctx: RankContext,
+    impl: str,
+    kind: str,
+    shards_by_rank: list[list[dict[str, Any]]],
+    size_by_rank: list[list[int]],
+    metadata_by_rank: list[dict[str, Any] | None],
+) -> dict[str, Any]:
+    """``init_from_local_shards`` (``kind == "local"``) or
+    ``init_from_local_shards_and_global_metadata`` (``"global"``) over the world with this
+    rank's shards ``{"metadata": shard, "tensor": {"shape", "dtype", ...}}``, the i-th tensor
+    filled with ``10 * rank + i``. Reports the result and whether it holds the given values."""
+    api = adapters.load(impl).st_api()
+    given = [
+        api.Shard(
+            _local_tensor(s["tensor"], 10 * ctx.rank + i, ctx.device),
+            api.ShardMetadata(
+                s["metadata"]["offsets"], s["metadata"]["sizes"], s["metadata"]["placement"]
+            ),  # fmt: skip
+        )
+        for i, s in enumerate(shards_by_rank[ctx.rank])
+    ]
+    if kind == "local":
+        t = api.init_from_local_shards(given, *size_by_rank[ctx.rank], process_group=None)
+    else:
+        md = metadata_by_rank[ctx.rank]
+        props = api.TensorProperties(dtype=torch_dtype(md["properties"]["dtype"]),
+                                     requires_grad=md["properties"]["requires_grad"])  # fmt: skip
+        meta = api.ShardedTensorMetadata(
+            [api.ShardMetadata(s["offsets"], s["sizes"], s["placement"]) for s in md["shards"]],
+            torch.Size(md["size"]),
+            props,
+        )
+        t = api.init_from_local_shards_and_global_metadata(given, meta, process_group=None)
+    result = describe(t)
+    result["given_values_kept"] = [
+        bool(torch.equal(s.tensor.detach(), g.tensor.detach()))
+        for s, g in zip(t.local_shards(), given, strict=False)
+    ]
+    return result

@@ -77,6 +77,8 @@ def init_from_local_shards_and_global_metadata(
             raise TypeError(f"expected ShardedTensorMetadata, got {type(metadata).__name__}")
         check_properties(metadata.tensor_properties)
         check_layout(metadata)
+        # ST-VALID-12, 13: every entry names a rank of the group.
+        check_placements(metadata.shards_metadata, dist.get_process_group_ranks(group))
         shards = list(local_shards)
         _check_own(shards, dist.get_process_group_ranks(group))
         me = dist.get_rank()
