@@ -28,6 +28,7 @@ CAPABILITIES = {
     "partial:sum": "Partial(sum) placements; likewise partial:avg, partial:max, ...",
     "strided_shard": "the strided shard placement _S(dim, split_factor)",
     "sub_groups": "process groups that are a strict subset of the world",
+    "interop": "to_sharded_metadata, a layout as ShardedTensor boxes (INTEROP-* rules)",
     "cuda": "CUDA tensors on NCCL worlds",
 }
 
@@ -135,11 +136,41 @@ class Adapter(Protocol):
 
     def dt_full_tensor(self, dt: Any) -> torch.Tensor: ...
 
-    def dt_redistribute(self, dt: Any, placements: Sequence[str]) -> Any:
-        """The same global value with ``placements`` (DT-REDIST)."""
+    def dt_redistribute(
+        self, dt: Any, placements: Sequence[str] | None, device_mesh: Any = None
+    ) -> Any:
+        """``dt.redistribute(device_mesh or dt's own mesh, placements)``; ``placements`` may be
+        ``None`` (DT-REDIST)."""
 
     def dt_describe(self, dt: Any) -> dict[str, Any]:
         """``{"shape", "stride", "dtype", "placements"}``, placements in the vocabulary."""
 
     def dt_shard_metadata(self, dt: Any) -> list[Shard]:
         """The DTensor's boxes as ShardedTensor shards (INTEROP)."""
+
+    def dt_mesh_describe(self, mesh: Any) -> dict[str, Any]:
+        """``{"mesh": mesh.mesh.tolist(), "ndim", "size": mesh.size(), "sizes": [mesh.size(i)],
+        "coordinate": list or None, "names": list or None}`` on the calling rank (DT-MESH)."""
+
+    def dt_mesh_group(self, mesh: Any, dim: int) -> tuple[list[int], int]:
+        """The global ranks of the calling rank's group along mesh dim ``dim``, in the order the
+        group's collectives use, and the rank's local rank there (DT-MESH-7)."""
+
+    def dt_mesh_named(self, mesh: Any, name: str) -> Any:
+        """``mesh[name].mesh.tolist()``: the 1-D sub-mesh along the dim called ``name``."""
+
+    def dt_placement(self, kind: str, *args: Any) -> Any:
+        """*Pure.* The placement ``kind(*args)``, kind one of ``Shard``, ``_StridedShard``
+        (``dim, split_factor``), ``Replicate``, ``Partial``; the object must support ``==``,
+        ``hash`` and ``str`` (DT-PLACE-4 to 9)."""
+
+    def dt_to_sharded_metadata(
+        self,
+        global_shape: Sequence[int],
+        dtype: str,
+        mesh_shape: Sequence[int],
+        mesh_ranks: Sequence[int],
+        placements: Sequence[str],
+        device_type: str,
+    ) -> list[Shard]:
+        """*Pure.* ``to_sharded_metadata``: the layout's boxes (capability ``interop``)."""

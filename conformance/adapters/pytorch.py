@@ -44,7 +44,7 @@ def _to_torch_placement(text: str) -> Placement:
 
 def _from_torch_placement(p: Placement) -> str:
     if isinstance(p, _StridedShard):
-        return f"_S({p.dim},{p.split_factor})"
+        return f"_S({p.dim}, {p.split_factor})"
     if isinstance(p, DShard):
         return f"S({p.dim})"
     if isinstance(p, Partial):
@@ -149,7 +149,8 @@ class PyTorchAdapter:
 
     def dt_mesh(self, device_type, shape, ranks, names) -> DeviceMesh:
         mesh = torch.tensor(list(ranks), dtype=torch.int).reshape(list(shape))
-        return DeviceMesh(device_type, mesh, mesh_dim_names=tuple(names) if names else None)
+        names = None if names is None else tuple(names)
+        return DeviceMesh(device_type, mesh, mesh_dim_names=names)
 
     def dt_local_shape_and_offset(self, global_shape, mesh_shape, placements, coordinate):
         shape, offset = _compute_local_shape_and_global_offset(
@@ -180,8 +181,11 @@ class PyTorchAdapter:
     def dt_full_tensor(self, dt: DTensor) -> torch.Tensor:
         return dt.full_tensor()
 
-    def dt_redistribute(self, dt: DTensor, placements: Sequence[str]) -> DTensor:
-        return dt.redistribute(dt.device_mesh, [_to_torch_placement(p) for p in placements])
+    def dt_redistribute(
+        self, dt: DTensor, placements: Sequence[str] | None, device_mesh: Any = None
+    ) -> DTensor:
+        targets = None if placements is None else [_to_torch_placement(p) for p in placements]
+        return dt.redistribute(device_mesh or dt.device_mesh, targets)
 
     def dt_describe(self, dt: DTensor) -> dict[str, Any]:
         return {
@@ -196,6 +200,35 @@ class PyTorchAdapter:
         rank = dist.get_rank()
         device = dt.to_local().device
         return [shard(list(c.offsets), list(c.sizes), f"rank:{rank}/{device}") for c in chunks]
+
+    def dt_mesh_describe(self, mesh: DeviceMesh) -> dict[str, Any]:
+        coordinate = mesh.get_coordinate()
+        names = mesh.mesh_dim_names
+        return {
+            "mesh": mesh.mesh.tolist(),
+            "ndim": mesh.ndim,
+            "size": mesh.size(),
+            "sizes": [mesh.size(i) for i in range(mesh.ndim)],
+            "coordinate": None if coordinate is None else list(coordinate),
+            "names": None if names is None else list(names),
+        }
+
+    def dt_mesh_group(self, mesh: DeviceMesh, dim: int) -> tuple[list[int], int]:
+        return dist.get_process_group_ranks(mesh.get_group(dim)), mesh.get_local_rank(dim)
+
+    def dt_mesh_named(self, mesh: DeviceMesh, name: str) -> Any:
+        return mesh[name].mesh.tolist()
+
+    def dt_placement(self, kind: str, *args: Any) -> Placement:
+        kinds = {"Shard": DShard, "Replicate": Replicate, "Partial": Partial}
+        if kind == "_StridedShard":
+            return _StridedShard(args[0], split_factor=args[1])
+        return kinds[kind](*args)
+
+    def dt_to_sharded_metadata(
+        self, global_shape, dtype, mesh_shape, mesh_ranks, placements, device_type
+    ) -> list[Shard]:
+        raise NotImplementedError("PyTorch 2.13 has no to_sharded_metadata (spec/interop.md)")
 
 
 def _properties():

@@ -22,8 +22,8 @@ _ST_NAMES = (
 )  # fmt: skip
 
 
-def _placements(texts: Sequence[str]) -> tuple[Any, ...]:
-    return parse(",".join(texts))
+def _placements(texts: Sequence[str] | None) -> tuple[Any, ...] | None:
+    return None if texts is None else parse(",".join(texts))
 
 
 def _to_metadata(s: Shard) -> st.ShardMetadata:
@@ -48,6 +48,7 @@ class ReferenceAdapter:
             "strided_shard",
             "sub_groups",
             "cuda",
+            "interop",
         }
     )
 
@@ -98,7 +99,8 @@ class ReferenceAdapter:
 
     def dt_mesh(self, device_type, shape, ranks, names) -> dt.DeviceMesh:
         mesh = torch.tensor(list(ranks), dtype=torch.int64).reshape(list(shape))
-        return dt.DeviceMesh(device_type, mesh, mesh_dim_names=list(names) if names else None)
+        names = None if names is None else list(names)
+        return dt.DeviceMesh(device_type, mesh, mesh_dim_names=names)
 
     def dt_local_shape_and_offset(self, global_shape, mesh_shape, placements, coordinate):
         shape, offset = dt.local_shape_and_offset(
@@ -122,8 +124,8 @@ class ReferenceAdapter:
     def dt_full_tensor(self, d: dt.DTensor) -> torch.Tensor:
         return d.full_tensor()
 
-    def dt_redistribute(self, d: dt.DTensor, placements) -> dt.DTensor:
-        return d.redistribute(d.device_mesh, _placements(placements))
+    def dt_redistribute(self, d: dt.DTensor, placements, device_mesh=None) -> dt.DTensor:
+        return d.redistribute(device_mesh or d.device_mesh, _placements(placements))
 
     def dt_describe(self, d: dt.DTensor) -> dict[str, Any]:
         return {
@@ -137,6 +139,37 @@ class ReferenceAdapter:
         mesh = d.device_mesh
         metadata = to_sharded_metadata(
             d.shape, d.dtype, mesh.mesh, d.placements, d.to_local().device.type
+        )
+        return [_from_metadata(m) for m in metadata.shards_metadata]
+
+    def dt_mesh_describe(self, mesh: dt.DeviceMesh) -> dict[str, Any]:
+        coordinate = mesh.get_coordinate()
+        return {
+            "mesh": mesh.mesh.tolist(),
+            "ndim": mesh.ndim,
+            "size": mesh.size(),
+            "sizes": [mesh.size(i) for i in range(mesh.ndim)],
+            "coordinate": None if coordinate is None else list(coordinate),
+            "names": None if mesh.mesh_dim_names is None else list(mesh.mesh_dim_names),
+        }
+
+    def dt_mesh_group(self, mesh: dt.DeviceMesh, dim: int) -> tuple[list[int], int]:
+        return list(mesh.members(dim)), mesh.get_local_rank(dim)
+
+    def dt_mesh_named(self, mesh: dt.DeviceMesh, name: str) -> Any:
+        return mesh[name].mesh.tolist()
+
+    def dt_placement(self, kind: str, *args: Any) -> Any:
+        kinds = {"Shard": dt.Shard, "_StridedShard": dt.StridedShard,
+                 "Replicate": dt.Replicate, "Partial": dt.Partial}  # fmt: skip
+        return kinds[kind](*args)
+
+    def dt_to_sharded_metadata(
+        self, global_shape, dtype, mesh_shape, mesh_ranks, placements, device_type
+    ) -> list[Shard]:
+        mesh = torch.tensor(list(mesh_ranks), dtype=torch.int64).reshape(list(mesh_shape))
+        metadata = to_sharded_metadata(
+            global_shape, getattr(torch, dtype), mesh, _placements(placements), device_type
         )
         return [_from_metadata(m) for m in metadata.shards_metadata]
 

@@ -7,15 +7,27 @@ from typing import Any
 import torch
 
 from conformance import adapters
+from conformance.oracle.dt_api import contiguous_stride
+from conformance.oracle.layout import local_tensor
+from conformance.oracle.mesh import coordinate
+from conformance.oracle.placements import normalize
 from conformance.oracle.tensors import make_global
+from conformance.oracle.vocabulary import Mesh, Partial, parse_placements
 from conformance.world import RankContext
 
 
-def mesh(ctx: RankContext, impl: str, shape: list[int], ranks: list[int]) -> Any:
-    """The adapter's mesh, made once per world (creating one is collective and slow)."""
+def mesh(
+    ctx: RankContext,
+    impl: str,
+    shape: list[int],
+    ranks: list[int],
+    names: list[str] | None = None,
+) -> Any:
+    """The adapter's mesh, made once per world (creating one is collective and slow). Only for
+    valid meshes: an invalid one raises, and is built uncached by ``mesh_facts``."""
     adapter = adapters.load(impl)
-    key = ("mesh", impl, tuple(shape), tuple(ranks))
-    return ctx.cached(key, lambda: adapter.dt_mesh(ctx.device.type, shape, ranks, None))
+    key = ("mesh", impl, tuple(shape), tuple(ranks), tuple(names) if names else None)
+    return ctx.cached(key, lambda: adapter.dt_mesh(ctx.device.type, shape, ranks, names))
 
 
 def distribute_redistribute(
@@ -46,3 +58,203 @@ def distribute_redistribute(
         "source_local_unchanged": bool(torch.equal(adapter.dt_to_local(dt), first)),
         "input_unchanged": bool(torch.equal(tensor, before)),
     }
+
+
+def mesh_facts(
+    ctx: RankContext,
+    impl: str,
+    shape: list[int],
+    ranks: list[int],
+    names: list[str] | None = None,
+    cached: bool = True,
+    fault: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Build the mesh (uncached unless ``cached``; ``fault = {"rank", "shape", "ranks"}`` gives
+    that one rank another mesh) and report what the rank sees: describe, and inside the mesh its
+    group and local rank along every dim and the sub-mesh of every name."""
+    adapter = adapters.load(impl)
+    if fault and fault["rank"] == ctx.rank:
+        shape, ranks = fault["shape"], fault["ranks"]
+    if cached:
+        device_mesh = mesh(ctx, impl, shape, ranks, names)
+    else:
+        device_mesh = adapter.dt_mesh(ctx.device.type, shape, ranks, names)
+    facts = adapter.dt_mesh_describe(device_mesh)
+    if facts["coordinate"] is not None:
+        groups = [adapter.dt_mesh_group(device_mesh, i) for i in range(facts["ndim"])]
+        facts["groups"] = [[list(g), local] for g, local in groups]
+        facts["named"] = {n: adapter.dt_mesh_named(device_mesh, n) for n in names or ()}
+    return facts
+
+
+def source_local(
+    shape: list[int],
+    dtype: str,
+    seed: int,
+    mesh_shape: list[int],
+    placements: list[str],
+    coord: tuple[int, ...],
+) -> torch.Tensor:
+    """The local tensor coordinate ``coord`` passes to ``from_local``: the layout slice of a
+    global tensor whose seed differs along the ``P`` mesh dims only (so replicas agree and the
+    partial values differ)."""
+    parsed = parse_placements(placements)
+    offset = 0
+    for k, c, p in zip(mesh_shape, coord, parsed, strict=True):
+        offset = offset * k + (c if isinstance(p, Partial) else 0)
+    value = make_global(shape, dtype, seed + 7919 * offset)
+    return local_tensor(value, mesh_shape, parsed, coord)
+
+
+def _local_input(ctx, shape, dtype, seed, mesh_shape, mesh_ranks, placements) -> torch.Tensor:
+    coord = coordinate(Mesh(tuple(mesh_shape), tuple(mesh_ranks)), ctx.rank)
+    if coord is None:
+        return make_global(shape, dtype, seed).to(ctx.device)
+    return source_local(shape, dtype, seed, mesh_shape, placements, coord).to(ctx.device)
+
+
+def with_placements(
+    ctx: RankContext,
+    impl: str,
+    api: str,
+    shape: list[int],
+    dtype: str,
+    seed: int,
+    mesh_shape: list[int],
+    mesh_ranks: list[int],
+    placements: list[str],
+    fault: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Call ``api`` (``distribute``, ``from_local`` with the global tensor as local and
+    ``run_check=False``, or ``redistribute`` of an all-``R`` DTensor) with ``placements``;
+    ``fault = {"rank", "placements"}`` gives one rank other placements. Reports the result's
+    placements."""
+    adapter = adapters.load(impl)
+    if fault and fault["rank"] == ctx.rank:
+        placements = fault["placements"]
+    device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
+    tensor = make_global(shape, dtype, seed).to(ctx.device)
+    if api == "distribute":
+        result = adapter.dt_distribute(tensor, device_mesh, placements, mesh_ranks[0])
+    elif api == "from_local":
+        result = adapter.dt_from_local(tensor, device_mesh, placements, False, None, None)
+    else:
+        replicated = adapter.dt_distribute(
+            tensor, device_mesh, ["R"] * len(mesh_shape), mesh_ranks[0]
+        )
+        result = adapter.dt_redistribute(replicated, placements)
+    return adapter.dt_describe(result)
+
+
+def distribute(
+    ctx: RankContext,
+    impl: str,
+    shape: list[int],
+    dtype: str,
+    seed: int,
+    mesh_shape: list[int],
+    mesh_ranks: list[int],
+    placements: list[str],
+    src_data_rank: int | None,
+) -> dict[str, Any]:
+    """``distribute_tensor`` of a tensor that differs per rank (seed ``seed + rank``); report
+    the local tensor, metadata, ``full_tensor`` and whether the input survived."""
+    adapter = adapters.load(impl)
+    device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
+    tensor = make_global(shape, dtype, seed + ctx.rank).to(ctx.device)
+    before = tensor.clone()
+    dt = adapter.dt_distribute(tensor, device_mesh, placements, src_data_rank)
+    local = adapter.dt_to_local(dt).clone()
+    return {
+        "local": local,
+        "describe": adapter.dt_describe(dt),
+        "full": adapter.dt_full_tensor(dt),
+        "input_unchanged": bool(torch.equal(tensor, before)),
+    }
+
+
+def from_local(
+    ctx: RankContext,
+    impl: str,
+    shape: list[int],
+    dtype: str,
+    seed: int,
+    mesh_shape: list[int],
+    mesh_ranks: list[int],
+    placements: list[str],
+    run_check: bool,
+    give_shape: bool,
+    give_stride: bool,
+    fault: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``from_local`` of each coordinate's layout slice (``source_local``), with ``shape`` and
+    ``stride`` of the global tensor if asked. ``fault = {"rank", "kind"}`` changes that rank's
+    local: ``size`` (one more row), ``dtype`` (another dtype), ``drift`` (add 1 to it; every rank
+    if ``rank`` is ``None``). Reports the local tensor, metadata, ``full_tensor`` and whether
+    the input survived."""
+    adapter = adapters.load(impl)
+    device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
+    local = _local_input(ctx, shape, dtype, seed, mesh_shape, mesh_ranks, placements)
+    if fault and fault["rank"] in (ctx.rank, None):
+        local = _faulty(local, fault["kind"], ctx.rank)
+    before = local.clone()
+    dt = adapter.dt_from_local(
+        local,
+        device_mesh,
+        placements,
+        run_check,
+        shape if give_shape else None,
+        contiguous_stride(shape) if give_stride else None,
+    )
+    return {
+        "local": adapter.dt_to_local(dt).clone(),
+        "describe": adapter.dt_describe(dt),
+        "full": adapter.dt_full_tensor(dt),
+        "input_unchanged": bool(torch.equal(local, before)),
+    }
+
+
+def _faulty(local: torch.Tensor, kind: str, rank: int) -> torch.Tensor:
+    if kind == "size":
+        grown = [local.shape[0] + 1, *local.shape[1:]]
+        return torch.zeros(grown, dtype=local.dtype, device=local.device)
+    if kind == "dtype":
+        return local.to(torch.float64 if local.dtype != torch.float64 else torch.float32)
+    return local + (rank + 1)
+
+
+def partial_redistribute(
+    ctx: RankContext,
+    impl: str,
+    shape: list[int],
+    dtype: str,
+    seed: int,
+    mesh_shape: list[int],
+    mesh_ranks: list[int],
+    source: list[str],
+    target: list[str] | None,
+    other_mesh: bool = False,
+) -> dict[str, Any]:
+    """Build the source with ``from_local`` (``source_local`` per coordinate, ``run_check=False``,
+    global shape and stride given), redistribute to ``target`` (on the mesh of the reversed rank
+    list if ``other_mesh``); report the new local, metadata, ``full_tensor`` and whether the
+    source DTensor survived."""
+    adapter = adapters.load(impl)
+    device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
+    local = _local_input(ctx, shape, dtype, seed, mesh_shape, mesh_ranks, source)
+    stride = contiguous_stride(shape)
+    dt = adapter.dt_from_local(local, device_mesh, source, False, shape, stride)
+    held = adapter.dt_to_local(dt).clone()
+    other = mesh(ctx, impl, mesh_shape, mesh_ranks[::-1]) if other_mesh else None
+    moved = adapter.dt_redistribute(dt, target, other)
+    return {
+        "local": adapter.dt_to_local(moved).clone(),
+        "describe": adapter.dt_describe(moved),
+        "full": adapter.dt_full_tensor(moved),
+        "source_unchanged": bool(torch.equal(adapter.dt_to_local(dt), held))
+        and adapter.dt_describe(dt)["placements"] == _formatted(source, len(shape)),
+    }
+
+
+def _formatted(placements: list[str], ndim: int) -> list[str]:
+    return [str(p) for p in normalize(parse_placements(placements), ndim)]

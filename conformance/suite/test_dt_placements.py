@@ -1,0 +1,165 @@
+"""spec/dt-placements.md: constructing, comparing and printing placements (pure), and the
+placement list every API that takes one checks (collective)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conformance import judge
+from conformance import strategies as ss
+from conformance.oracle import placements as oracle
+from conformance.oracle import vocabulary as v
+from conformance.world import Case
+
+JUNK = [1.5, 2.0, "0", None, True]
+
+
+def oracle_placement(kind: str, *args):
+    return {"Shard": v.Shard, "_StridedShard": v.StridedShard, "Replicate": v.Replicate,
+            "Partial": v.Partial}[kind](*args)  # fmt: skip
+
+
+constructions = st.one_of(
+    st.tuples(st.just("Shard"), st.integers(-3, 3) | st.sampled_from(JUNK)),
+    st.tuples(
+        st.just("_StridedShard"),
+        st.integers(-2, 2) | st.sampled_from(JUNK),
+        st.integers(-2, 3) | st.sampled_from(JUNK),
+    ),
+    st.tuples(st.just("Replicate")),
+    st.tuples(st.just("Partial")),
+    st.tuples(st.just("Partial"), st.sampled_from([*oracle.REDUCE_OPS, "foo", "SUM", 3, None])),
+)
+
+VALID = [("Shard", 0), ("Shard", 1), ("Shard", -1), ("_StridedShard", 0, 1),
+         ("_StridedShard", 0, 2), ("_StridedShard", 1, 2), ("Replicate",), ("Partial",),
+         ("Partial", "sum"), ("Partial", "avg"), ("Partial", "max"),
+         ("Partial", "product")]  # fmt: skip
+
+
+def _requires_kind(impl, construction) -> None:
+    if construction[0] == "_StridedShard":
+        judge.requires(impl, "strided_shard")
+
+
+@pytest.mark.rules("DT-PLACE-4", "DT-PLACE-5", "DT-PLACE-7")
+@given(construction=constructions)
+def test_placement_arguments_are_checked_at_construction(impl, construction):
+    """Wrong types raise TypeError, unknown ops and split factors below 1 ValueError."""
+    judge.requires(impl, "dtensor")
+    _requires_kind(impl, construction)
+    verdict = oracle.construction_verdict(*construction)
+    judge.assert_pure_verdict(lambda: impl.dt_placement(*construction), verdict,
+                              f"{construction[0]}{construction[1:]}")  # fmt: skip
+
+
+@pytest.mark.rules("DT-PLACE-8")
+@given(a=st.sampled_from(VALID), b=st.sampled_from(VALID))
+def test_placements_are_equal_exactly_when_kind_and_parameters_are(impl, a, b):
+    judge.requires(impl, "dtensor")
+    _requires_kind(impl, a)
+    _requires_kind(impl, b)
+    pa, pb = impl.dt_placement(*a), impl.dt_placement(*b)
+    expected = oracle_placement(*a) == oracle_placement(*b)
+    context = f"{a[0]}{a[1:]} vs {b[0]}{b[1:]}"
+    judge.assert_equal("a == b", pa == pb, expected, context)
+    judge.assert_equal("a != b", pa != pb, not expected, context)
+    if expected:
+        judge.assert_equal("hash(a) == hash(b)", hash(pa) == hash(pb), True, context)
+
+
+@pytest.mark.rules("DT-PLACE-8")
+def test_equal_placements_collapse_in_a_set(impl):
+    judge.requires(impl, "dtensor", "strided_shard")
+    made = [("Shard", 0), ("Shard", 0), ("Replicate",), ("Replicate",), ("Partial", "sum"),
+            ("Partial",), ("_StridedShard", 0, 2), ("_StridedShard", 0, 2)]  # fmt: skip
+    judge.assert_equal("len(set(...))", len({impl.dt_placement(*c) for c in made}), 4, str(made))
+
+
+@pytest.mark.rules("DT-PLACE-9")
+@pytest.mark.parametrize("construction", VALID, ids=lambda c: f"{c[0]}{c[1:]}")
+def test_str_is_the_short_notation_and_reads_back(impl, construction):
+    judge.requires(impl, "dtensor")
+    _requires_kind(impl, construction)
+    expected = oracle_placement(*construction)
+    text = str(impl.dt_placement(*construction))
+    judge.assert_equal("str(p)", text, str(expected), f"{construction}")
+    judge.assert_equal("parse(str(p))", v.parse_placement(text), expected, f"{construction}")
+
+
+@st.composite
+def placement_calls(draw, world_sizes: list[int]):
+    """A valid call of one API with a placement list, then at most one violation (ERR-11):
+    a wrong length, a shard dim out of range, an unknown op, a split factor below 1, or two
+    Partial ops; the violation on every rank or on one rank only (a mesh of the world)."""
+    world_size = draw(st.sampled_from(world_sizes))
+    shape = draw(ss.shapes())
+    mesh_shape, ranks = draw(ss.meshes(world_size))
+    placements = draw(ss.placements(len(mesh_shape), len(shape)))
+    n, bad = len(shape), list(placements)
+    faults = ["none", "length", "dim", "op"]
+    faults += ["split"] if n else []
+    faults += ["mixed"] if len(mesh_shape) > 1 else []
+    fault = draw(st.sampled_from(faults))
+    i = draw(st.integers(0, len(mesh_shape) - 1))
+    if fault == "length":
+        bad = [*bad, "R"] if draw(st.booleans()) else bad[:-1]
+    elif fault == "dim":
+        bad[i] = draw(st.sampled_from([f"S({n})", f"S({-n - 1})", f"S({n + 1})"]))
+    elif fault == "op":
+        bad[i] = "P(foo)"
+    elif fault == "split":
+        bad[i] = draw(st.sampled_from(["_S(0, 0)", "_S(0, -1)"]))
+    elif fault == "mixed":
+        j = (i + 1) % len(mesh_shape)
+        bad[i], bad[j] = "P(sum)", "P(max)"
+    # One rank only on meshes of the whole world (outside ranks do not wait, DT-MESH-9), and
+    # not for the faults a placement's constructor raises before any collective starts.
+    one_rank = (
+        fault in ("length", "dim", "mixed") and len(ranks) == world_size and draw(st.booleans())
+    )
+    args = {
+        "api": draw(st.sampled_from(["distribute", "from_local", "redistribute"])),
+        "shape": shape,
+        "dtype": draw(st.sampled_from(["float32", "int64"])),
+        "seed": draw(st.integers(0, 2**16)),
+        "mesh_shape": mesh_shape,
+        "mesh_ranks": ranks,
+        "placements": placements if one_rank else bad,
+        "fault": {"rank": draw(st.integers(0, world_size - 1)), "placements": bad}
+        if one_rank
+        else None,
+    }
+    return world_size, fault, bad, args
+
+
+@pytest.mark.rules("DT-PLACE-1", "DT-PLACE-2", "DT-PLACE-3", "DT-PLACE-5", "DT-PLACE-6",
+                   "DT-PLACE-7")  # fmt: skip
+@given(data=st.data())
+def test_every_api_checks_its_placement_list_on_every_rank(
+    impl, impl_name, world_pool, available_world_sizes, data
+):
+    """distribute_tensor, from_local and redistribute reach one verdict on every rank; a valid
+    result carries one normalised placement per mesh dim."""
+    judge.requires(impl, "dtensor")
+    world_size, fault, bad, args = data.draw(placement_calls(available_world_sizes))
+    if len(args["mesh_ranks"]) < world_size:
+        judge.requires(impl, "sub_groups")
+    if fault == "split":
+        judge.requires(impl, "strided_shard")
+    if fault == "mixed":
+        judge.requires(impl, "partial:sum", "partial:max")
+    parsed = v.parse_placements(bad)
+    verdict = oracle.placements_verdict(parsed, len(args["mesh_shape"]), len(args["shape"]))
+    result = world_pool.get(world_size).run(
+        Case("conformance.tasks.dtensor:with_placements", {"impl": impl_name, **args})
+    )
+    values = judge.assert_collective_verdict(result, verdict)
+    if values is None:
+        return
+    expected = v.format_placements(oracle.normalize(parsed, len(args["shape"])))
+    for rank, got in enumerate(values):
+        judge.assert_equal(f"rank {rank}: placements", got["placements"], expected,
+                           result.replay_command())  # fmt: skip
