@@ -80,8 +80,10 @@ def shard_verdict(
     ST-LIFE-10 (one shape and dtype), the spec against the shape (ST-SPEC-6, or the tiling of an
     enumerable spec), the layout's placements (ST-VALID-13, 12), then ST-SPEC-13 (an enumerable
     spec may be declined)."""
-    # ST-LIFE-8
-    if any(not is_int(src_ranks[r]) or not 0 <= src_ranks[r] < len(group) for r in group):
+    # ST-LIFE-8 (a src_rank that is not an int is a TypeError, ERR-2)
+    if any(not is_int(src_ranks[r]) for r in group):
+        return type_error("ST-LIFE-8")
+    if any(not 0 <= src_ranks[r] < len(group) for r in group):
         return value_error("ST-LIFE-8")
     # ST-LIFE-9
     if len({src_ranks[r] for r in group}) > 1 or len({specs[r] for r in group}) > 1:
@@ -173,3 +175,43 @@ def reshard(
     then shard by ``new_spec``, keeping size and properties (ST-RESHARD-1 to 5, 10, 11)."""
     new_meta = build_metadata(new_spec, meta.size, meta.properties)
     return new_meta, shard_tensor(global_tensor, new_meta, group)
+
+
+# -- construction from a spec (ST-LIFE-3 to 6) -----------------------------------------------------
+
+
+def create_verdict(
+    specs: Mapping[int, Any],
+    sizes: Mapping[int, Sequence[Any]],
+    options: Mapping[int, Mapping[str, Any]],
+    group: Sequence[int],
+) -> Verdict:
+    """Whether ``st.zeros(specs[r], *sizes[r], **options[r])`` (or ``empty/ones/full``)
+    succeeds on every member; ``options`` hold ``dtype``, ``layout``, ``memory_format``,
+    ``requires_grad`` as names and values.
+
+    Check order: ST-LIFE-5 (a spec), ST-LIFE-3 (int sizes, then non-negative), ST-LIFE-4
+    (strided and contiguous only), ST-LIFE-6 (one spec, size and options), then the spec against
+    the size (ST-SPEC-6, 12) and the layout's placements (ST-VALID-13, 12)."""
+    # ST-LIFE-5
+    if any(not isinstance(specs[r], ChunkSpec | EnumerableSpec) for r in group):
+        return type_error("ST-LIFE-5")
+    # ST-LIFE-3
+    if any(not is_int(n) for r in group for n in sizes[r]):
+        return type_error("ST-LIFE-3")
+    if any(n < 0 for r in group for n in sizes[r]):
+        return value_error("ST-LIFE-3")
+    # ST-LIFE-4
+    if any(
+        options[r].get("layout", "strided") != "strided"
+        or options[r].get("memory_format", "contiguous_format") != "contiguous_format"
+        for r in group
+    ):
+        return unsupported("ST-LIFE-4", optional=False)
+    # ST-LIFE-6
+    if len({(specs[r], tuple(sizes[r]), tuple(sorted(options[r].items()))) for r in group}) > 1:
+        return value_error("ST-LIFE-6")
+    spec, size = specs[group[0]], sizes[group[0]]
+    if not (v := build_metadata_verdict(spec, size)).ok:
+        return v
+    return layout_verdict(build_metadata(spec, size), group)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import torch
@@ -238,7 +239,7 @@ def from_local_checked(
             _local_tensor(s["tensor"], 10 * ctx.rank + i, ctx.device),
             api.ShardMetadata(
                 s["metadata"]["offsets"], s["metadata"]["sizes"], s["metadata"]["placement"]
-            ),  # fmt: skip
+            ),
         )
         for i, s in enumerate(shards_by_rank[ctx.rank])
     ]
@@ -246,8 +247,10 @@ def from_local_checked(
         t = api.init_from_local_shards(given, *size_by_rank[ctx.rank], process_group=None)
     else:
         md = metadata_by_rank[ctx.rank]
-        props = api.TensorProperties(dtype=torch_dtype(md["properties"]["dtype"]),
-                                     requires_grad=md["properties"]["requires_grad"])  # fmt: skip
+        props = api.TensorProperties(
+            dtype=torch_dtype(md["properties"]["dtype"]),
+            requires_grad=md["properties"]["requires_grad"],
+        )
         meta = api.ShardedTensorMetadata(
             [api.ShardMetadata(s["offsets"], s["sizes"], s["placement"]) for s in md["shards"]],
             torch.Size(md["size"]),
@@ -260,3 +263,137 @@ def from_local_checked(
         for s, g in zip(t.local_shards(), given, strict=False)
     ]
     return result
+
+
+def _accessors(t: Any) -> dict[str, Any]:
+    """What ST-LIFE-15 and 16 read without communication."""
+    try:
+        local: Any = t.local_tensor().detach().cpu()
+    except NotImplementedError:
+        local = "NotImplementedError"
+    return {
+        "size()": list(t.size()),
+        "size(d)": [t.size(d) for d in range(-t.dim(), t.dim())],
+        "dim()": t.dim(),
+        "dtype": dtype_name(t.dtype),
+        "local_tensor()": local,
+        "leaf_requires_grad": [
+            s.tensor.is_leaf and s.tensor.requires_grad for s in t.local_shards()
+        ],
+    }
+
+
+def create_checked(
+    ctx: RankContext,
+    impl: str,
+    fill: str,
+    spec_by_rank: list[Any],
+    size_by_rank: list[list[Any]],
+    options_by_rank: list[dict[str, Any]],
+    as_sequence: bool,
+) -> dict[str, Any]:
+    """``st.<fill>(spec, *size, **options)`` (one sequence when ``as_sequence``; ``full`` takes
+    ``options["fill_value"]``) with this rank's arguments; the result and its accessors."""
+    api = adapters.load(impl).st_api()
+    spec = make_spec(api, spec_by_rank[ctx.rank], ctx.device)
+    size = size_by_rank[ctx.rank]
+    options = dict(options_by_rank[ctx.rank])
+    kwargs = {
+        "dtype": torch_dtype(options["dtype"]) if options.get("dtype") else None,
+        "layout": getattr(torch, options.get("layout", "strided")),
+        "memory_format": getattr(torch, options.get("memory_format", "contiguous_format")),
+        "requires_grad": options.get("requires_grad", False),
+    }
+    if fill == "full":
+        t = api.full(spec, size, options["fill_value"], **kwargs)
+    elif as_sequence:
+        t = getattr(api, fill)(spec, size, **kwargs)
+    else:
+        t = getattr(api, fill)(spec, *size, **kwargs)
+    return {**describe(t), **_accessors(t)}
+
+
+def _source(shape: list[int], dtype: str, seed: int, transposed: bool) -> torch.Tensor:
+    if transposed:
+        return make_global(shape[::-1], dtype, seed).t()
+    return make_global(shape, dtype, seed)
+
+
+def shard_checked(
+    ctx: RankContext,
+    impl: str,
+    spec_by_rank: list[Any],
+    src_by_rank: list[Any],
+    tensor_by_rank: list[dict[str, Any]],
+    requires_grad: bool,
+) -> dict[str, Any]:
+    """``shard(tensor, spec, src_rank)`` over the world with this rank's arguments; the tensor
+    of rank ``r`` holds ``make_global(shape, dtype, seed + r)`` (``transposed``: the same values
+    in a non-contiguous view). Reports the result, whether any local shard aliases the tensor
+    and whether the tensor is unchanged."""
+    api = adapters.load(impl).st_api()
+    desc = tensor_by_rank[ctx.rank]
+    source = _source(desc["shape"], desc["dtype"], desc["seed"], desc.get("transposed", False))
+    source = source.to(ctx.device).requires_grad_(requires_grad)
+    before = source.detach().clone()
+    t = api.shard(
+        source,
+        make_spec(api, spec_by_rank[ctx.rank], ctx.device),
+        src_rank=src_by_rank[ctx.rank],
+        process_group=None,
+    )
+    storage = source.untyped_storage().data_ptr()
+    return {
+        **describe(t),
+        **_accessors(t),
+        "aliases": any(
+            s.tensor.numel() and s.tensor.untyped_storage().data_ptr() == storage
+            for s in t.local_shards()
+        ),
+        "source_unchanged": bool(torch.equal(source.detach(), before)),
+    }
+
+
+def copies(
+    ctx: RankContext, impl: str, shape: list[int], dtype: str, seed: int, ranks: list[int]
+) -> dict[str, Any]:
+    """``to(float64)``, ``to(same dtype)``, ``cpu()``, ``clone()`` and a ``torch.save`` /
+    ``torch.load`` round trip of a tensor sharded from rank 0 (ST-LIFE-17, 18)."""
+    api = adapters.load(impl).st_api()
+    t = api.shard(
+        make_global(shape, dtype, seed).to(ctx.device),
+        make_spec(api, {"dim": 0, "ranks": ranks}, ctx.device),
+        src_rank=0,
+        process_group=None,
+    )
+    original = describe(t)
+    converted = describe(t.to(torch.float64))
+    after_to = describe(t)
+    cloned = t.clone()
+    shares = any(
+        a.tensor.numel()
+        and a.tensor.untyped_storage().data_ptr() == b.tensor.untyped_storage().data_ptr()
+        for a, b in zip(cloned.local_shards(), t.local_shards(), strict=True)
+    )
+    buffer = io.BytesIO()
+    torch.save(t, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    return {
+        "original": original,
+        "to_float64": converted,
+        "unchanged_by_to": _same(after_to, original),
+        "to_same": describe(t.to(t.dtype)),
+        "cpu": describe(t.cpu()),
+        "clone": describe(cloned),
+        "clone_shares_storage": bool(shares),
+        "loaded": describe(loaded),
+    }
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return {k: v for k, v in a.items() if k != "local"} == {
+        k: v for k, v in b.items() if k != "local"
+    } and all(
+        torch.equal(x, y) and m == n for (x, m), (y, n) in zip(a["local"], b["local"], strict=True)
+    )
