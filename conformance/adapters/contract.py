@@ -89,7 +89,9 @@ class Adapter(Protocol):
         - ``shard(tensor, spec, src_rank, process_group)``;
         - ``init_from_local_shards(local_shards, *size, process_group)``;
         - ``init_from_local_shards_and_global_metadata(local_shards, metadata, process_group)``;
-        - ``flatten(state_dict)``: the flattening of nested sharded tensors (ST-FLAT).
+        - ``flatten(state_dict)``: the flattening of nested sharded tensors (ST-FLAT);
+        - ``nest(local_shards, metadata, process_group)``: a sharded tensor whose local shards'
+          tensors are sharded tensors themselves (the 2-D nesting ST-FLAT flattens).
 
         Sharded tensors expose ``metadata()``, ``local_shards()``, ``local_tensor()``,
         ``size()``, ``dim()``, ``dtype``, ``sharding_spec()``, ``gather(dst, out)``,

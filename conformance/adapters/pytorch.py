@@ -143,6 +143,7 @@ class PyTorchAdapter:
                 ShardedTensor._init_from_local_shards_and_global_metadata
             ),
             flatten=_flatten_sharded_tensors,
+            nest=ShardedTensor._init_from_local_shards_and_global_metadata,
         )
 
     # -- DTensor ------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from reference import dtensor as dt
 from reference import sharded_tensor as st
 from reference.dtensor.interop import to_sharded_metadata
 from reference.dtensor.placements import parse
+from reference.sharded_tensor.verdict import group_of
 
 _ST_NAMES = (
     "ShardMetadata", "TensorProperties", "ShardedTensorMetadata", "MEM_FORMAT_ENCODING", "Shard",
@@ -93,6 +94,9 @@ class ReferenceAdapter:
             **{name: getattr(st, name) for name in _ST_NAMES},
             placement=st.Placement,
             flatten=st.flatten_sharded_tensors,
+            nest=lambda shards, metadata, process_group=None: st.ShardedTensor(
+                metadata, list(shards), group_of(process_group)
+            ),
         )
 
     # -- DTensor ------------------------------------------------------------------------------

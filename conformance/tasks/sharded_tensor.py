@@ -397,3 +397,57 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     } and all(
         torch.equal(x, y) and m == n for (x, m), (y, n) in zip(a["local"], b["local"], strict=True)
     )
+
+
+def flatten_checked(
+    ctx: RankContext,
+    impl: str,
+    rows: int,
+    cols: int,
+    outer_ranks: list[int],
+    inner_ranks: list[int],
+    caller: int | None,
+) -> dict[str, Any] | None:
+    """A 2-D nested tensor: outer ``(rows * len(outer_ranks), cols)`` chunked on dim 0 over
+    ``outer_ranks``; on each rank with one outer shard, its tensor is an inner ``(rows, cols)``
+    tensor chunked on dim 1 over ``inner_ranks`` and filled with the rank. Flattens a state dict
+    holding it (only on ``caller`` unless ``None``: ST-FLAT-9) and reports the result, or the
+    error type flattening raised on this rank (ST-FLAT-4)."""
+    api = adapters.load(impl).st_api()
+    group = ctx.group()
+    chunk = api.ChunkShardingSpec(0, placements_of(outer_ranks, ctx.device))
+    size = torch.Size([rows * len(outer_ranks), cols])
+    outer_md = chunk.build_metadata(size, api.TensorProperties(dtype=torch.float32))
+    mine = [m for m in outer_md.shards_metadata if m.placement.rank() == ctx.rank]
+    inner_spec = api.ChunkShardingSpec(1, placements_of(inner_ranks, ctx.device))
+    # Every rank builds the inner tensor: construction from a spec is collective.
+    inner = api.full(inner_spec, [rows, cols], float(ctx.rank), process_group=group)
+    if len(mine) == 1:
+        outer = api.nest([api.Shard(inner, mine[0])], outer_md, process_group=group)
+    else:
+        outer = api.zeros(chunk, size, process_group=group)
+    plain = api.zeros(chunk, size, process_group=group)
+    only0 = api.zeros(api.ChunkShardingSpec(0, placements_of([0], ctx.device)), 4)
+    state = {"w": outer, "b": torch.ones(2), "x": {"y": 3, "p": plain, "o": only0}}
+    if caller is not None and ctx.rank != caller:
+        return None
+    shards_before = list(outer.metadata().shards_metadata)
+    try:
+        flat = api.flatten(state)
+    except Exception as exc:
+        return {"error": type(exc).__name__, "is_value_error": isinstance(exc, ValueError)}
+    w = flat.get("w", "dropped")
+    return {
+        "error": None,
+        "keys": sorted(flat),
+        "x_keys": sorted(flat["x"]),
+        "b_same": flat["b"] is state["b"],
+        "y": flat["x"]["y"],
+        "plain_same": flat["x"].get("p") is plain,
+        "w": "dropped" if w == "dropped" else "same" if w is outer else describe(w),
+        "local_values": None
+        if isinstance(w, str) or w is outer
+        else [s.tensor.detach().cpu() for s in w.local_shards()],
+        "input_intact": state["w"] is outer
+        and list(outer.metadata().shards_metadata) == shards_before,
+    }
