@@ -422,11 +422,10 @@ def flatten_checked(
     inner_spec = api.ChunkShardingSpec(1, placements_of(inner_ranks, ctx.device))
     # Every rank builds the inner tensor: construction from a spec is collective.
     inner = api.full(inner_spec, [rows, cols], float(ctx.rank), process_group=group)
+    plain = api.zeros(chunk, size, process_group=group)
+    outer = api.zeros(chunk, size, process_group=group)  # not nested where this rank has != 1
     if len(mine) == 1:
         outer = api.nest([api.Shard(inner, mine[0])], outer_md, process_group=group)
-    else:
-        outer = api.zeros(chunk, size, process_group=group)
-    plain = api.zeros(chunk, size, process_group=group)
     only0 = api.zeros(api.ChunkShardingSpec(0, placements_of([0], ctx.device)), 4)
     state = {"w": outer, "b": torch.ones(2), "x": {"y": 3, "p": plain, "o": only0}}
     if caller is not None and ctx.rank != caller:
