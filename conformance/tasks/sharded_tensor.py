@@ -334,7 +334,7 @@ def shard_checked(
     api = adapters.load(impl).st_api()
     desc = tensor_by_rank[ctx.rank]
     source = _source(desc["shape"], desc["dtype"], desc["seed"], desc.get("transposed", False))
-    source = source.to(ctx.device).requires_grad_(requires_grad)
+    source = source.to(ctx.device).requires_grad_(requires_grad and source.is_floating_point())
     before = source.detach().clone()
     t = api.shard(
         source,
