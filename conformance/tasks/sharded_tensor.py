@@ -435,7 +435,7 @@ def flatten_checked(
         flat = api.flatten(state)
     except Exception as exc:
         return {"error": type(exc).__name__, "is_value_error": isinstance(exc, ValueError)}
-    w = flat.get("w", "dropped")
+    w: Any = flat.get("w", "dropped")
     return {
         "error": None,
         "keys": sorted(flat),
@@ -443,7 +443,7 @@ def flatten_checked(
         "b_same": flat["b"] is state["b"],
         "y": flat["x"]["y"],
         "plain_same": flat["x"].get("p") is plain,
-        "w": "dropped" if w == "dropped" else "same" if w is outer else describe(w),
+        "w": w if isinstance(w, str) else "same" if w is outer else describe(w),
         "local_values": None
         if isinstance(w, str) or w is outer
         else [s.tensor.detach().cpu() for s in w.local_shards()],
