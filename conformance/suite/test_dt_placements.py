@@ -115,13 +115,18 @@ def placement_calls(draw, world_sizes: list[int]):
     elif fault == "mixed":
         j = (i + 1) % len(mesh_shape)
         bad[i], bad[j] = "P(sum)", "P(max)"
-    # One rank only on meshes of the whole world (outside ranks do not wait, DT-MESH-9), and
-    # not for the faults a placement's constructor raises before any collective starts.
+    api = draw(st.sampled_from(["distribute", "from_local", "redistribute"]))
+    # One rank only in a collective call (not from_local without run_check, DT-API-7), on a mesh
+    # of the whole world (outside ranks do not wait, DT-MESH-9), and not for the faults a
+    # placement's constructor raises before any collective starts.
     one_rank = (
-        fault in ("length", "dim", "mixed") and len(ranks) == world_size and draw(st.booleans())
+        api != "from_local"
+        and fault in ("length", "dim", "mixed")
+        and len(ranks) == world_size
+        and draw(st.booleans())
     )
     args = {
-        "api": draw(st.sampled_from(["distribute", "from_local", "redistribute"])),
+        "api": api,
         "shape": shape,
         "dtype": draw(st.sampled_from(["float32", "int64"])),
         "seed": draw(st.integers(0, 2**16)),

@@ -186,12 +186,13 @@ def from_local(
     give_shape: bool,
     give_stride: bool,
     fault: dict[str, Any] | None = None,
+    full: bool = True,
 ) -> dict[str, Any]:
     """``from_local`` of each coordinate's layout slice (``source_local``), with ``shape`` and
     ``stride`` of the global tensor if asked. ``fault = {"rank", "kind"}`` changes that rank's
     local: ``size`` (one more row), ``dtype`` (another dtype), ``drift`` (add 1 to it; every rank
-    if ``rank`` is ``None``). Reports the local tensor, metadata, ``full_tensor`` and whether
-    the input survived."""
+    if ``rank`` is ``None``). Reports the local tensor, metadata, ``full_tensor`` (if ``full``:
+    it is unspecified for locals that do not form the layout) and whether the input survived."""
     adapter = adapters.load(impl)
     device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
     local = _local_input(ctx, shape, dtype, seed, mesh_shape, mesh_ranks, placements)
@@ -209,7 +210,7 @@ def from_local(
     return {
         "local": adapter.dt_to_local(dt).clone(),
         "describe": adapter.dt_describe(dt),
-        "full": adapter.dt_full_tensor(dt),
+        "full": adapter.dt_full_tensor(dt) if full else None,
         "input_unchanged": bool(torch.equal(local, before)),
     }
 

@@ -1,0 +1,205 @@
+"""spec/dt-api.md: distribute_tensor from any source rank or none, Partial distribution, and
+from_local with and without run_check, on meshes whose ranks are listed in any order."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conformance import judge
+from conformance import strategies as ss
+from conformance.oracle import dt_api, tolerance
+from conformance.oracle.mesh import by_rank
+from conformance.oracle.placements import normalize, partial_op
+from conformance.oracle.tensors import make_global
+from conformance.oracle.vocabulary import Mesh, parse_placements
+from conformance.tasks.dtensor import source_local
+from conformance.world import Case
+
+OPS = ["sum", "avg", "min", "max", "product"]
+
+
+@st.composite
+def distributions(draw, world_sizes: list[int]):
+    """Any layout (strided shards, ``P`` of one op), a source rank in the mesh, outside it, or
+    ``None``."""
+    world_size = draw(st.sampled_from(world_sizes))
+    shape = draw(ss.shapes())
+    mesh_shape, ranks = draw(ss.meshes(world_size))
+    placements = draw(ss.placements(len(mesh_shape), len(shape), partial=True, strided=True))
+    op = draw(st.sampled_from(OPS))
+    placements = [f"P({op})" if p == "P(sum)" else p for p in placements]
+    outside = [r for r in range(world_size + 1) if r not in ranks]
+    src = draw(st.sampled_from([*ranks, None, *outside[:1]]))
+    # full_tensor of an integer P(avg) raises (DT-REDIST-9, tested with redistribute).
+    dtypes = ["float32", "float64"] if "P(avg)" in placements else ss.DTYPES
+    return world_size, {
+        "shape": shape,
+        "dtype": draw(st.sampled_from(dtypes)),
+        "seed": draw(st.integers(0, 2**16)),
+        "mesh_shape": mesh_shape,
+        "mesh_ranks": ranks,
+        "placements": placements,
+        "src_data_rank": src,
+    }
+
+
+def _requires_layout(impl, world_size: int, ranks: list[int], placements: list[str]) -> None:
+    if len(ranks) < world_size:
+        judge.requires(impl, "sub_groups")
+    if any(p.startswith("_S") for p in placements):
+        judge.requires(impl, "strided_shard")
+    if op := partial_op(parse_placements(placements)):
+        judge.requires(impl, f"partial:{op}")
+
+
+@pytest.mark.rules("DT-API-2", "DT-API-3", "DT-API-4", "DT-API-5", "DT-API-14", "DT-MESH-9",
+                   "DT-PLACE-11", "DT-REDIST-7", "DT-REDIST-8")  # fmt: skip
+@given(data=st.data())
+def test_distribute_slices_the_source_ranks_tensor_or_each_ranks_own(
+    impl, impl_name, world_pool, available_world_sizes, data
+):
+    """Every rank passes a different tensor; the locals are the layout slices of the source's
+    (of each rank's own with ``src_data_rank=None``), partitioned along ``P`` mesh dims, and
+    ``full_tensor`` reduces them back within the partition's rounding."""
+    judge.requires(impl, "dtensor")
+    world_size, args = data.draw(distributions(available_world_sizes))
+    _requires_layout(impl, world_size, args["mesh_ranks"], args["placements"])
+    result = world_pool.get(world_size).run(
+        Case("conformance.tasks.dtensor:distribute", {"impl": impl_name, **args})
+    )
+    mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
+    placements = parse_placements(args["placements"])
+    verdict = dt_api.distribute_verdict(args["shape"], mesh, placements, args["src_data_rank"])
+    values = judge.assert_collective_verdict(result, verdict)
+    if values is None:
+        return
+    context = result.replay_command()
+    sources = {r: make_global(args["shape"], args["dtype"], args["seed"] + r)
+               for r in range(world_size)}  # fmt: skip
+    locals_ = dt_api.distribute_tensor(sources, mesh, placements, world_size,
+                                       args["src_data_rank"])  # fmt: skip
+    full = dt_api.full_tensor(locals_, args["shape"], mesh, placements, world_size)
+    n = 1
+    for k, p in zip(mesh.shape, placements, strict=True):
+        n *= k if p.__class__.__name__ == "Partial" else 1
+    op = partial_op(placements)
+    for rank, got in enumerate(values):
+        where = f"rank {rank}"
+        judge.assert_tensor_exact(f"{where}: to_local()", got["local"], locals_[rank], context)
+        judge.assert_equal(f"{where}: input unchanged", got["input_unchanged"], True, context)
+        judge.assert_equal(f"{where}: shape", got["describe"]["shape"], args["shape"], context)
+        bound = tolerance.partition_tolerance(full[rank], n) if op == "sum" else 0 * full[rank]
+        if op == "avg" and full[rank].is_floating_point():
+            bound = tolerance.tolerance("avg", [full[rank]] * n)
+        if args["src_data_rank"] is None and "R" in args["placements"]:
+            continue  # replicas of different tensors: not a DTensor (DT-PLACE-10)
+        if not tolerance.within(got["full"], full[rank], bound):
+            judge.assert_tensor_exact(f"{where}: full_tensor()", got["full"], full[rank], context)
+
+
+@st.composite
+def from_locals(draw, world_sizes: list[int]):
+    """Each coordinate passes its layout slice, with or without the global shape and stride
+    (or only the shape), with or without ``run_check``, and at most one fault: a local one row
+    longer, of another dtype, or values that differ between replicas."""
+    world_size = draw(st.sampled_from(world_sizes))
+    shape = draw(ss.shapes())
+    mesh_shape, ranks = draw(ss.meshes(world_size))
+    placements = draw(ss.placements(len(mesh_shape), len(shape), strided=True))
+    dtype = draw(st.sampled_from(ss.DTYPES))
+    given_ = draw(st.sampled_from(["both", "neither", "shape"]))
+    faults = (
+        ["none", "dtype"] + (["size"] if shape else []) + (["drift"] if dtype != "bool" else [])
+    )
+    kind = draw(st.sampled_from(faults))
+    fault = None
+    if kind != "none":
+        rank = None if kind == "drift" else draw(st.sampled_from(ranks))
+        fault = {"rank": rank, "kind": kind}
+    return world_size, {
+        "shape": shape,
+        "dtype": dtype,
+        "seed": draw(st.integers(0, 2**16)),
+        "mesh_shape": mesh_shape,
+        "mesh_ranks": ranks,
+        "placements": placements,
+        "run_check": draw(st.booleans()),
+        "give_shape": given_ != "neither",
+        "give_stride": given_ == "both",
+        "fault": fault,
+    }
+
+
+def _local_shapes_and_dtypes(args, coords):
+    shapes, dtypes = {}, {}
+    for rank, c in coords.items():
+        local = source_local(args["shape"], args["dtype"], args["seed"], args["mesh_shape"],
+                             args["placements"], c)  # fmt: skip
+        fault = args["fault"]
+        if fault and fault["rank"] == rank and fault["kind"] == "size":
+            local = local.new_zeros([local.shape[0] + 1, *local.shape[1:]])
+        dtypes[rank] = args["dtype"]
+        if fault and fault["rank"] == rank and fault["kind"] == "dtype":
+            dtypes[rank] = "float32" if args["dtype"] == "float64" else "float64"
+        shapes[rank] = tuple(local.shape)
+    return shapes, dtypes
+
+
+@pytest.mark.rules("DT-API-1", "DT-API-6", "DT-API-7", "DT-API-8", "DT-API-9", "DT-API-10",
+                   "DT-API-13")  # fmt: skip
+@given(data=st.data())
+def test_from_local_wraps_a_valid_layout_and_run_check_rejects_the_rest(
+    impl, impl_name, world_pool, available_world_sizes, data
+):
+    judge.requires(impl, "dtensor")
+    world_size, args = data.draw(from_locals(available_world_sizes))
+    _requires_layout(impl, world_size, args["mesh_ranks"], args["placements"])
+    mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
+    placements = parse_placements(args["placements"])
+    coords = by_rank(mesh)
+    shapes, dtypes = _local_shapes_and_dtypes(args, coords)
+    stride = dt_api.contiguous_stride(args["shape"]) if args["give_stride"] else None
+    shape = args["shape"] if args["give_shape"] else None
+    verdict = dt_api.from_local_verdict(shapes, dtypes, mesh, placements, shape=shape,
+                                        stride=stride, run_check=args["run_check"])  # fmt: skip
+    # Without run_check, local tensors that do not form the layout give an unspecified result.
+    checked = dt_api.from_local_verdict(shapes, dtypes, mesh, placements, shape=shape,
+                                        stride=stride, run_check=True)  # fmt: skip
+    fault = args["fault"]
+    drift = fault is not None and fault["kind"] == "drift"
+    specified = checked.ok and (not fault or (drift and args["run_check"]))
+    case_args = {"impl": impl_name, **args, "full": specified}
+    result = world_pool.get(world_size).run(Case("conformance.tasks.dtensor:from_local", case_args))
+    if not verdict.ok:  # a collective over the in-mesh ranks only (DT-API-8, DT-API-10)
+        inside = tuple(o for o in result.outcomes if o.rank in coords)
+        judge.assert_collective_verdict(dataclasses.replace(result, outcomes=inside), verdict)
+        return
+    values = judge.assert_collective_verdict(result, verdict)
+    if values is None or not specified:
+        return
+    context = result.replay_command()
+    locals_ = {r: source_local(args["shape"], args["dtype"], args["seed"], args["mesh_shape"],
+                               args["placements"], c) for r, c in coords.items()}  # fmt: skip
+    if fault:  # drift: every rank added rank + 1
+        locals_ = {r: t + (r + 1) for r, t in locals_.items()}
+    global_shape, expected = dt_api.from_local(
+        locals_, mesh, placements, world_size, shape=shape, run_check=args["run_check"]
+    )
+    full = dt_api.full_tensor(expected, global_shape, mesh, placements, world_size)
+    normalized = [str(p) for p in normalize(placements, len(args["shape"]))]
+    for rank, got in enumerate(values):
+        where = f"rank {rank}"
+        judge.assert_tensor_exact(f"{where}: to_local()", got["local"], expected[rank], context)
+        judge.assert_tensor_exact(f"{where}: full_tensor()", got["full"], full[rank], context)
+        judge.assert_equal(f"{where}: input unchanged", got["input_unchanged"], True, context)
+        describe = got["describe"]
+        if rank not in coords and shape is None:
+            continue  # outside the mesh, the inferred shape is that of the rank's own input
+        judge.assert_equal(f"{where}: shape", describe["shape"], list(global_shape), context)
+        judge.assert_equal(f"{where}: stride", describe["stride"],
+                           list(dt_api.contiguous_stride(global_shape)), context)  # fmt: skip
+        judge.assert_equal(f"{where}: placements", describe["placements"], normalized, context)
