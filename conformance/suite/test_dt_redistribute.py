@@ -3,15 +3,22 @@ on 1-d to 3-d meshes whose ranks are listed in any order."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
 from conformance import judge
 from conformance import strategies as ss
-from conformance.oracle import dt_api, dt_redistribute
+from conformance.oracle import dt_api, dt_redistribute, tolerance
+from conformance.oracle.layout import local_tensor
+from conformance.oracle.mesh import by_rank
+from conformance.oracle.placements import normalize, partial_op
 from conformance.oracle.tensors import make_global
-from conformance.oracle.vocabulary import Mesh, parse_placements
+from conformance.oracle.vocabulary import Mesh, Partial, format_placements, parse_placements
+from conformance.tasks.dtensor import source_local
 from conformance.world import Case
 
 
@@ -73,3 +80,121 @@ def test_every_shard_and_replicate_transition_keeps_the_value_exactly(
         judge.assert_equal(f"{where}: input unchanged", got["input_unchanged"], True, context)
         judge.assert_equal(f"{where}: source DTensor unchanged", got["source_local_unchanged"],
                            True, context)  # fmt: skip
+
+
+OPS = ["sum", "avg", "min", "max", "product"]
+
+
+@st.composite
+def partial_transitions(draw, world_sizes: list[int]):
+    """Sources and targets with ``P`` of any op (the source built by ``from_local`` with partial
+    values that differ between coordinates), and at most one bad request: no placements, another
+    mesh, a list of the wrong length."""
+    world_size = draw(st.sampled_from(world_sizes))
+    shape = draw(ss.shapes())
+    mesh_shape, ranks = draw(ss.meshes(world_size))
+
+    def with_op(op: str) -> list[str]:
+        drawn = draw(ss.placements(len(mesh_shape), len(shape), partial=True, strided=True))
+        return [f"P({op})" if p == "P(sum)" else p for p in drawn]
+
+    source = with_op(draw(st.sampled_from(OPS)))
+    target = with_op(draw(st.sampled_from(OPS)))
+    fault = draw(st.sampled_from(["none"] * 4 + ["missing", "length"]
+                                 + (["other_mesh"] if len(ranks) > 1 else [])))  # fmt: skip
+    if fault == "length":
+        target = [*target, "R"]
+    return world_size, {
+        "shape": shape,
+        "dtype": draw(st.sampled_from(["float32", "float64", "int64"])),
+        "seed": draw(st.integers(0, 2**16)),
+        "mesh_shape": mesh_shape,
+        "mesh_ranks": ranks,
+        "source": source,
+        "target": None if fault == "missing" else target,
+        "other_mesh": fault == "other_mesh",
+    }
+
+
+def _partial_parts(args) -> tuple[str | None, list[torch.Tensor]]:
+    """The source's reduce op and the global tensors its partial values were sliced from."""
+    source = parse_placements(args["source"])
+    op = partial_op(source)
+    sizes = [k for k, p in zip(args["mesh_shape"], source, strict=True) if isinstance(p, Partial)]
+    parts = [make_global(args["shape"], args["dtype"], args["seed"] + 7919 * i)
+             for i in range(math.prod(sizes))]  # fmt: skip
+    return op, parts
+
+
+@pytest.mark.rules(
+    "DT-REDIST-1", "DT-REDIST-2", "DT-REDIST-4", "DT-REDIST-5", "DT-REDIST-6", "DT-REDIST-7",
+    "DT-REDIST-8", "DT-REDIST-9", "DT-REDIST-10", "DT-REDIST-11", "DT-REDIST-12", "DT-REDIST-13",
+    "DT-PLACE-11",
+)  # fmt: skip
+@given(data=st.data())
+def test_partial_sources_reduce_and_partial_targets_partition(
+    impl, impl_name, world_pool, available_world_sizes, data
+):
+    """Every op as source and target: locals within the oracle's tolerance of reduce-then-slice
+    and partition; P(product) targets, integer P(avg) reductions, missing placements and other
+    meshes raise on every rank."""
+    judge.requires(impl, "dtensor")
+    world_size, args = data.draw(partial_transitions(available_world_sizes))
+    if len(args["mesh_ranks"]) < world_size:
+        judge.requires(impl, "sub_groups")
+    for p in [*args["source"], *(args["target"] or [])]:
+        if p.startswith("P("):
+            judge.requires(impl, f"partial:{p[2:-1]}")
+        if p.startswith("_S"):
+            judge.requires(impl, "strided_shard")
+    mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
+    source = parse_placements(args["source"])
+    target = None if args["target"] is None else parse_placements(args["target"])
+    verdict = dt_redistribute.redistribute_verdict(
+        source, target, mesh.ndim, len(args["shape"]), args["dtype"],
+        same_mesh=not args["other_mesh"],
+    )  # fmt: skip
+    integer = args["dtype"] == "int64"
+    full_ok = not (integer and target is not None and partial_op(target) == "avg")
+    case_args = {"impl": impl_name, **args, "full": full_ok}
+    result = world_pool.get(world_size).run(
+        Case("conformance.tasks.dtensor:partial_redistribute", case_args)
+    )
+    values = judge.assert_collective_verdict(result, verdict)
+    if values is None:
+        return
+    context = result.replay_command()
+    coords = by_rank(mesh)
+    locals_ = {r: source_local(args["shape"], args["dtype"], args["seed"], args["mesh_shape"],
+                               args["source"], c) for r, c in coords.items()}  # fmt: skip
+    moved = dt_redistribute.redistribute(locals_, args["shape"], mesh, source, target, world_size)
+    full = dt_api.full_tensor(moved, args["shape"], mesh, target, world_size) if full_ok else None
+    op, parts = _partial_parts(args)
+    reduced = tolerance.tolerance(op, parts) if op else torch.zeros(args["shape"], dtype=float)
+    eps = torch.finfo(parts[0].dtype).eps if parts[0].is_floating_point() else 0.0
+    n_new = math.prod(k for k, s, t in zip(mesh.shape, source, target, strict=True)
+                      if isinstance(t, Partial) and s != t)  # fmt: skip
+    expected_placements = format_placements(normalize(target, len(args["shape"])))
+    for rank, got in enumerate(values):
+        where = f"rank {rank}"
+        if rank in coords:
+            bound = local_tensor(reduced, mesh.shape, target, coords[rank])
+            bound = bound + 2 * eps * moved[rank].double().abs() * bool(reduced.any())
+            if not tolerance.within(got["local"], moved[rank], bound):
+                judge.assert_tensor_exact(f"{where}: to_local()", got["local"], moved[rank],
+                                          context)  # fmt: skip
+            if full_ok:
+                value = full[rank].double().abs()
+                bound = (reduced + tolerance.partition_tolerance(full[rank], n_new)
+                         + 2 * n_new * eps * value * bool(reduced.any()))  # fmt: skip
+                if partial_op(target) == "avg" and eps:
+                    bound = bound + tolerance.tolerance("avg", [full[rank]] * n_new)
+                if not tolerance.within(got["full"], full[rank], bound):
+                    judge.assert_tensor_exact(f"{where}: full_tensor()", got["full"], full[rank],
+                                              context)  # fmt: skip
+        else:
+            judge.assert_tensor_exact(f"{where}: to_local()", got["local"], moved[rank], context)
+        judge.assert_equal(f"{where}: placements", got["describe"]["placements"],
+                           expected_placements, context)  # fmt: skip
+        judge.assert_equal(f"{where}: shape", got["describe"]["shape"], args["shape"], context)
+        judge.assert_equal(f"{where}: source unchanged", got["source_unchanged"], True, context)

@@ -235,11 +235,12 @@ def partial_redistribute(
     source: list[str],
     target: list[str] | None,
     other_mesh: bool = False,
+    full: bool = True,
 ) -> dict[str, Any]:
     """Build the source with ``from_local`` (``source_local`` per coordinate, ``run_check=False``,
     global shape and stride given), redistribute to ``target`` (on the mesh of the reversed rank
-    list if ``other_mesh``); report the new local, metadata, ``full_tensor`` and whether the
-    source DTensor survived."""
+    list if ``other_mesh``); report the new local, metadata, ``full_tensor`` (if ``full``) and
+    whether the source DTensor survived."""
     adapter = adapters.load(impl)
     device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
     local = _local_input(ctx, shape, dtype, seed, mesh_shape, mesh_ranks, source)
@@ -251,7 +252,7 @@ def partial_redistribute(
     return {
         "local": adapter.dt_to_local(moved).clone(),
         "describe": adapter.dt_describe(moved),
-        "full": adapter.dt_full_tensor(moved),
+        "full": adapter.dt_full_tensor(moved) if full else None,
         "source_unchanged": bool(torch.equal(adapter.dt_to_local(dt), held))
         and adapter.dt_describe(dt)["placements"] == _formatted(source, len(shape)),
     }
