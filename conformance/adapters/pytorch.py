@@ -186,7 +186,8 @@ class PyTorchAdapter:
         self, dt: DTensor, placements: Sequence[str] | None, device_mesh: Any = None
     ) -> DTensor:
         targets = None if placements is None else [_to_torch_placement(p) for p in placements]
-        return dt.redistribute(device_mesh or dt.device_mesh, targets)
+        mesh = dt.device_mesh if device_mesh is None else device_mesh
+        return dt.redistribute(mesh, targets)
 
     def dt_describe(self, dt: DTensor) -> dict[str, Any]:
         return {

@@ -129,7 +129,8 @@ class ReferenceAdapter:
         return d.full_tensor()
 
     def dt_redistribute(self, d: dt.DTensor, placements, device_mesh=None) -> dt.DTensor:
-        return d.redistribute(device_mesh or d.device_mesh, _placements(placements))
+        mesh = d.device_mesh if device_mesh is None else device_mesh
+        return d.redistribute(mesh, _placements(placements))
 
     def dt_describe(self, d: dt.DTensor) -> dict[str, Any]:
         return {
