@@ -14,7 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m conformance", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    run = commands.add_parser("run", help="run the conformance suite (extra args go to pytest)")
+    run = commands.add_parser("run", help="run the conformance suite (after --, pytest options)")
     run.add_argument("paths", nargs="*", help=f"test files or folders (default: {SUITE})")
     run.add_argument("--impl", default="reference", help="adapter name or module:attr")
     run.add_argument("--backend", default="gloo", help="gloo, nccl or cpu:gloo,cuda:nccl")
@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--profile", default="quick", choices=["quick", "ci", "thorough"])
     run.add_argument("--xfails", help="file of known failures: test ids and reasons")
     run.add_argument("--case-timeout", type=float, default=30.0)
+    run.add_argument("--report-dir", help="write the per-rule results as rules.md and rules.json")
     run.add_argument("-n", "--workers", default=None, help="pytest-xdist workers (local worlds)")
     run.set_defaults(handler=_run)
 
@@ -51,9 +52,18 @@ def main(argv: list[str] | None = None) -> int:
     fixtures.add_argument("--name", help="save-regression: file name without .json")
     fixtures.set_defaults(handler=lambda args, extra: _fixtures(args))
 
-    args, extra = parser.parse_known_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    ours, extra = (
+        (argv[: argv.index("--")], argv[argv.index("--") + 1 :])
+        if "--" in argv
+        else (
+            argv,
+            [],
+        )
+    )
+    args = parser.parse_args(ours)
     if extra and args.command != "run":
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        parser.error(f"only 'run' passes arguments after -- on to pytest: {' '.join(extra)}")
     return args.handler(args, extra)
 
 
@@ -63,6 +73,8 @@ def _pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     argv += ["--hypothesis-profile", args.profile, "--case-timeout", str(args.case_timeout)]
     if args.xfails:
         argv += ["--xfails", args.xfails]
+    if args.report_dir:
+        argv += ["--report-dir", args.report_dir]
     return argv + extra
 
 

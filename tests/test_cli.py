@@ -63,6 +63,7 @@ def test_run_under_torchrun_uses_the_launchers_ranks_and_reports_a_hang():
         str(TESTS / "attached" / "attached_suite.py"),
         "--case-timeout",
         "3",
+        "--",
         "-p",
         "no:cacheprovider",
         timeout=240,
@@ -72,3 +73,25 @@ def test_run_under_torchrun_uses_the_launchers_ranks_and_reports_a_hang():
     assert "rank 1: no answer after" in out
     assert "in hang" in out
     assert done.returncode != 0
+
+
+def test_run_writes_the_per_rule_reports_and_passes_options_after_the_dashes(tmp_path):
+    done = conformance(
+        "-m",
+        "conformance",
+        "run",
+        "--world-sizes",
+        "1,2",
+        "--report-dir",
+        str(tmp_path),
+        "--",
+        "-k",
+        "layout",
+        "-p",
+        "no:cacheprovider",
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "shardspec: results per rule" in done.stdout
+    summary = json.loads((tmp_path / "rules.json").read_text())["summary"]
+    assert set(summary) == {"pass"}, summary
+    assert "DT-LAYOUT-2" in (tmp_path / "rules.md").read_text()
