@@ -154,11 +154,15 @@ class PyTorchAdapter:
         return DeviceMesh(device_type, mesh, mesh_dim_names=names)
 
     def dt_local_shape_and_offset(self, global_shape, mesh_shape, placements, coordinate):
+        # This private helper expects the Shard dims already normalised, as DTensor's public
+        # entry points do before calling it; so normalise here, as they would.
+        ndim = len(global_shape)
+        normalised = [
+            _to_torch_placement(p if not p.startswith("S(-") else f"S({int(p[2:-1]) % ndim})")
+            for p in placements
+        ]
         shape, offset = _compute_local_shape_and_global_offset(
-            list(global_shape),
-            list(mesh_shape),
-            list(coordinate),
-            [_to_torch_placement(p) for p in placements],
+            list(global_shape), list(mesh_shape), list(coordinate), normalised
         )
         return list(shape), list(offset)
 
