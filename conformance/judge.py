@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import torch
+from hypothesis import assume
 
 from conformance.oracle.vocabulary import Verdict
 from conformance.world import CaseResult, Raised, Returned
@@ -24,6 +25,15 @@ def requires(impl: Any, *capabilities: str) -> None:
     missing = [c for c in capabilities if c not in impl.capabilities]
     if missing:
         pytest.skip(f"{NOT_CLAIMED}: {', '.join(missing)}")
+
+
+def assume_claimed(impl: Any, *capabilities: str) -> None:
+    """Inside a property: discard a drawn example that needs an unclaimed capability.
+
+    ``requires`` would skip the whole test on the first such draw, hiding every other example.
+    """
+    if any(c not in impl.capabilities for c in capabilities):
+        assume(False)
 
 
 def _fail(what: str, actual: Any, expected: Any, context: str) -> None:

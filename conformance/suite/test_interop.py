@@ -35,7 +35,7 @@ def test_one_box_per_canonical_coordinate_or_value_error(impl, layout):
     judge.requires(impl, "dtensor", "interop")
     shape, mesh_shape, ranks, placements = layout
     if any(p.startswith("_S") for p in placements):
-        judge.requires(impl, "strided_shard")
+        judge.assume_claimed(impl, "strided_shard")
     parsed = parse_placements(placements)
     context = f"to_sharded_metadata({shape}, mesh={mesh_shape} {ranks}, {placements})"
     verdict = oracle.to_sharded_metadata_verdict(shape, mesh_shape, parsed)

@@ -43,7 +43,7 @@ def test_shard_then_gather_returns_the_source_exactly(impl, impl_name, world_poo
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(gather_cases(available_world_sizes))
     if len(args["group"]) < world_size:
-        judge.requires(impl, "sub_groups")
+        judge.assume_claimed(impl, "sub_groups")
     result = world_pool.get(world_size).run(
         Case("conformance.tasks.sharded_tensor:shard_then_gather", {"impl": impl_name, **args})
     )

@@ -89,7 +89,7 @@ def test_reshard_equals_sharding_the_gathered_tensor(
     world_size, args = data.draw(reshard_cases(available_world_sizes))
     group = args["group"]
     if len(group) < world_size:
-        judge.requires(impl, "sub_groups")
+        judge.assume_claimed(impl, "sub_groups")
     result = world_pool.get(world_size).run(
         Case("conformance.tasks.sharded_tensor:reshard_checked", {"impl": impl_name, **args})
     )
