@@ -60,7 +60,18 @@ class RedistributeLosesPrecision(ReferenceAdapter):
         return moved
 
 
+class MessagesWithoutRuleIds(ReferenceAdapter):
+    """Claims that its messages name the rule, then raises with the id stripped."""
+
+    def st_validate(self, shards, global_shape):
+        try:
+            super().st_validate(shards, global_shape)
+        except ValueError as exc:
+            raise ValueError(str(exc).split("] ", 1)[-1]) from None
+
+
 CHUNK_OFFSET = ChunkOffsetPastTheEnd()
 GATHER_DROPS_LAST = GatherDropsTheLastShard()
 TOUCHING_OVERLAP = TouchingBoxesOverlap()
 LOSES_PRECISION = RedistributeLosesPrecision()
+NO_RULE_IDS = MessagesWithoutRuleIds()

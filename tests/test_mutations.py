@@ -69,8 +69,19 @@ def run_suite(test_file: str, impl: str) -> str:
             "mutants:LOSES_PRECISION",
             ["=[904623.3125], but should be [904623.3]", '"shape": []', "--world-size 1"],
         ),
+        (
+            "test_errors.py",
+            "mutants:NO_RULE_IDS",
+            ["rule ids the spec defines, named in the message=False, but should be True"],
+        ),
     ],
-    ids=["chunk-offset", "gather-drops-last-shard", "touching-boxes-overlap", "float32-trip"],
+    ids=[
+        "chunk-offset",
+        "gather-drops-last-shard",
+        "touching-boxes-overlap",
+        "float32-trip",
+        "messages-without-rule-ids",
+    ],
 )
 def test_a_planted_bug_is_caught_with_a_minimal_case(test_file, impl, expected):
     out = run_suite(test_file, impl)

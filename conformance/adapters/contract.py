@@ -30,6 +30,7 @@ CAPABILITIES = {
     "sub_groups": "process groups that are a strict subset of the world",
     "interop": "to_sharded_metadata, a layout as ShardedTensor boxes (INTEROP-* rules)",
     "cuda": "CUDA tensors on NCCL worlds",
+    "rule_ids_in_messages": "error messages name the rule they enforce (ERR-5, a SHOULD)",
 }
 
 

@@ -41,6 +41,7 @@ class ReferenceAdapter:
         {
             "sharded_tensor",
             "dtensor",
+            "rule_ids_in_messages",
             "partial:sum",
             "partial:avg",
             "partial:max",
