@@ -14,19 +14,15 @@ import time
 import torch
 import torch.distributed as dist
 
+from conformance.oracle.vocabulary import chunk_bounds
 from conformance.world import Case, LocalWorld
 from conformance.world.rank import RankContext
 
 ROWS, COLS = 64, 64
 
 
-def _chunk(length: int, parts: int, index: int) -> tuple[int, int]:
-    size = -(-length // parts)
-    return min(length, index * size), min(length, (index + 1) * size)
-
-
 def metadata_case(ctx: RankContext, rows: int) -> bool:
-    start, stop = _chunk(rows, ctx.world_size, ctx.rank)
+    start, stop = chunk_bounds(rows, ctx.world_size, ctx.rank)
     boxes: list[tuple[int, int]] = [(0, 0)] * ctx.world_size
     dist.all_gather_object(boxes, (start, stop - start))
     covered = 0
@@ -39,7 +35,7 @@ def metadata_case(ctx: RankContext, rows: int) -> bool:
 
 def data_case(ctx: RankContext, seed: int) -> torch.Tensor:
     full = torch.arange(ROWS * COLS, dtype=torch.float64).reshape(ROWS, COLS) + seed
-    start, stop = _chunk(ROWS, ctx.world_size, ctx.rank)
+    start, stop = chunk_bounds(ROWS, ctx.world_size, ctx.rank)
     size = -(-ROWS // ctx.world_size)
     padded = torch.zeros(size, COLS, dtype=full.dtype)
     padded[: stop - start] = full[start:stop]
@@ -50,7 +46,7 @@ def data_case(ctx: RankContext, seed: int) -> torch.Tensor:
             p[: b - a]
             for p, (a, b) in zip(
                 pieces,
-                (_chunk(ROWS, ctx.world_size, r) for r in range(ctx.world_size)),
+                (chunk_bounds(ROWS, ctx.world_size, r) for r in range(ctx.world_size)),
                 strict=True,
             )
         ]

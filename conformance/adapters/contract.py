@@ -148,9 +148,6 @@ class Adapter(Protocol):
     def dt_describe(self, dt: Any) -> dict[str, Any]:
         """``{"shape", "stride", "dtype", "placements"}``, placements in the vocabulary."""
 
-    def dt_shard_metadata(self, dt: Any) -> list[Shard]:
-        """The DTensor's boxes as ShardedTensor shards (INTEROP)."""
-
     def dt_mesh_describe(self, mesh: Any) -> dict[str, Any]:
         """``{"mesh": mesh.mesh.tolist(), "ndim", "size": mesh.size(), "sizes": [mesh.size(i)],
         "coordinate": list or None, "names": list or None}`` on the calling rank (DT-MESH)."""

@@ -17,6 +17,7 @@ from torch.distributed._shard.api import _shard_tensor
 from torch.distributed._shard.metadata import ShardMetadata
 from torch.distributed._shard.sharded_tensor import Shard as TorchShard
 from torch.distributed._shard.sharded_tensor import ShardedTensor, init_from_local_shards
+from torch.distributed._shard.sharded_tensor.metadata import TensorProperties
 from torch.distributed._shard.sharding_spec import ChunkShardingSpec
 from torch.distributed._shard.sharding_spec._internals import (
     check_tensor,
@@ -82,7 +83,7 @@ class PyTorchAdapter:
         self, global_shape: Sequence[int], dim: int, placements: Sequence[str]
     ) -> list[Shard]:
         spec = ChunkShardingSpec(dim=dim, placements=list(placements))
-        built = spec.build_metadata(torch.Size(global_shape), _properties())
+        built = spec.build_metadata(torch.Size(global_shape), TensorProperties(dtype=torch.float32))
         return [_from_metadata(m) for m in built.shards_metadata]
 
     def st_validate(self, shards: Sequence[Shard], global_shape: Sequence[int]) -> None:
@@ -201,12 +202,6 @@ class PyTorchAdapter:
             "placements": [_from_torch_placement(p) for p in dt.placements],
         }
 
-    def dt_shard_metadata(self, dt: DTensor) -> list[Shard]:
-        chunks = dt.__create_chunk_list__()
-        rank = dist.get_rank()
-        device = dt.to_local().device
-        return [shard(list(c.offsets), list(c.sizes), f"rank:{rank}/{device}") for c in chunks]
-
     def dt_mesh_describe(self, mesh: DeviceMesh) -> dict[str, Any]:
         coordinate = mesh.get_coordinate()
         names = mesh.mesh_dim_names
@@ -235,12 +230,6 @@ class PyTorchAdapter:
         self, global_shape, dtype, mesh_shape, mesh_ranks, placements, device_type
     ) -> list[Shard]:
         raise NotImplementedError("PyTorch 2.13 has no to_sharded_metadata (spec/interop.md)")
-
-
-def _properties():
-    from torch.distributed._shard.sharded_tensor.metadata import TensorProperties
-
-    return TensorProperties(dtype=torch.float32)
 
 
 ADAPTER = PyTorchAdapter()

@@ -141,13 +141,6 @@ class ReferenceAdapter:
             "placements": [str(p) for p in d.placements],
         }
 
-    def dt_shard_metadata(self, d: dt.DTensor) -> list[Shard]:
-        mesh = d.device_mesh
-        metadata = to_sharded_metadata(
-            d.shape, d.dtype, mesh.mesh, d.placements, d.to_local().device.type
-        )
-        return [_from_metadata(m) for m in metadata.shards_metadata]
-
     def dt_mesh_describe(self, mesh: dt.DeviceMesh) -> dict[str, Any]:
         coordinate = mesh.get_coordinate()
         return {

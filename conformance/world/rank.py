@@ -1,8 +1,8 @@
 """The rank side of a world: join the process group, then run cases until told to stop.
 
-A rank never judges. It runs ``task(ctx, **args)`` and answers with one outcome; an exception is
-an answer too. The same loop serves local worlds (a pipe to the driver) and attached worlds
-(torchrun, through the rendezvous store): only the ``Channel`` differs.
+A rank never judges. It runs ``task(ctx, **args)`` (``execute``) and answers with one outcome; an
+exception is an answer too. Local worlds answer over a pipe (``serve``); attached worlds run the
+same ``execute`` in a loop of their own over the rendezvous store (``attach.serve_cases``).
 """
 
 from __future__ import annotations
