@@ -4,11 +4,16 @@
 
 The helpers hide themselves from tracebacks (``__tracebackhide__``) so a failure points at the
 test, and every multi-rank failure carries the replay command of its case.
+
+Every assertion takes the ``rule`` it enforces. A failure carries it (``violated``), so the
+per-rule table blames that rule alone, not every rule its test cites; a failure without one
+blames them all.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, NoReturn
 
 import pytest
 import torch
@@ -16,6 +21,7 @@ from hypothesis import assume
 
 from conformance.oracle.vocabulary import Verdict
 from conformance.world import CaseResult, Raised, Returned
+from conformance.world.protocol import RULE_ID
 
 NOT_CLAIMED = "not claimed"
 
@@ -36,26 +42,39 @@ def assume_claimed(impl: Any, *capabilities: str) -> None:
         assume(False)
 
 
-def _fail(what: str, actual: Any, expected: Any, context: str) -> None:
+def fail(message: str, rules: str | Iterable[str] | None) -> NoReturn:
+    """Fail the test, naming the rules the failed check enforces (``None``: unknown)."""
     __tracebackhide__ = True
-    pytest.fail(f"{what}={actual!r}, but should be {expected!r} [{context}]", pytrace=False)
+    failure = pytest.fail.Exception(message, pytrace=False)
+    failure.violated = (rules,) if isinstance(rules, str) else tuple(rules or ())
+    raise failure
 
 
-def assert_equal(what: str, actual: Any, expected: Any, context: str) -> None:
+def _fail(what: str, actual: Any, expected: Any, context: str, rule: str | None) -> NoReturn:
+    __tracebackhide__ = True
+    where = f"{rule}; {context}" if rule else context
+    fail(f"{what}={actual!r}, but should be {expected!r} [{where}]", rule)
+
+
+def assert_equal(
+    what: str, actual: Any, expected: Any, context: str, *, rule: str | None = None
+) -> None:
     __tracebackhide__ = True
     if actual != expected:
-        _fail(what, actual, expected, context)
+        _fail(what, actual, expected, context, rule)
 
 
-def assert_tensor_exact(what: str, actual: Any, expected: torch.Tensor, context: str) -> None:
+def assert_tensor_exact(
+    what: str, actual: Any, expected: torch.Tensor, context: str, *, rule: str | None = None
+) -> None:
     """Same dtype, same shape and bitwise the same values (NaN equal to NaN) (ERR-10)."""
     __tracebackhide__ = True
     if not isinstance(actual, torch.Tensor):
-        _fail(f"type({what})", type(actual).__name__, "Tensor", context)
+        _fail(f"type({what})", type(actual).__name__, "Tensor", context, rule)
     if actual.dtype != expected.dtype:
-        _fail(f"{what}.dtype", actual.dtype, expected.dtype, context)
+        _fail(f"{what}.dtype", actual.dtype, expected.dtype, context, rule)
     if actual.shape != expected.shape:
-        _fail(f"{what}.shape", tuple(actual.shape), tuple(expected.shape), context)
+        _fail(f"{what}.shape", tuple(actual.shape), tuple(expected.shape), context, rule)
     if not torch.equal(actual, expected) and not _equal_with_nan(actual, expected):
         wrong = (actual != expected).nonzero()[:5].tolist()
         _fail(
@@ -63,6 +82,7 @@ def assert_tensor_exact(what: str, actual: Any, expected: torch.Tensor, context:
             actual.flatten()[:8].tolist(),
             expected.flatten()[:8].tolist(),
             context,
+            rule,
         )
 
 
@@ -74,30 +94,34 @@ def _equal_with_nan(a: torch.Tensor, b: torch.Tensor) -> bool:
     )
 
 
-def assert_pure_verdict(call: Any, verdict: Verdict, context: str) -> Any:
-    """Run a pure adapter call; it must return when ``verdict`` is valid, else raise its type."""
+def assert_pure_verdict(
+    call: Any, verdict: Verdict, context: str, *, rule: str | None = None
+) -> Any:
+    """Run a pure adapter call; it must return when ``verdict`` is valid, else raise its type.
+
+    A wrong error blames the verdict's rule. A valid input that was refused blames ``rule``, or
+    failing that the rule ids the refusal names (the rule it misapplied)."""
     __tracebackhide__ = True
     try:
         value = call()
     except Exception as exc:
+        raised = f"{type(exc).__name__}: {exc}"
         if verdict.ok:
-            _fail("raised", f"{type(exc).__name__}: {exc}", "a result", context)
+            _fail("raised", raised, "a result", context, rule or _named_rule(str(exc)))
         if not _is_a(type(exc), verdict.error):
-            _fail(
-                "raised",
-                f"{type(exc).__name__}: {exc}",
-                f"{verdict.error} ({verdict.rule})",
-                context,
-            )
+            _fail("raised", raised, f"{verdict.error} ({verdict.rule})", context, verdict.rule)
         return None
     if not verdict.ok and not verdict.optional:
-        _fail("returned", value, f"{verdict.error} ({verdict.rule})", context)
+        _fail("returned", value, f"{verdict.error} ({verdict.rule})", context, verdict.rule)
     return value
 
 
-def assert_collective_verdict(result: CaseResult, verdict: Verdict) -> list[Any] | None:
+def assert_collective_verdict(
+    result: CaseResult, verdict: Verdict, *, rule: str | None = None
+) -> list[Any] | None:
     """Every rank returns when the verdict is valid; otherwise every rank raises its type (ERR-6,
-    ERR-7). Returns the values when all returned."""
+    ERR-7). Returns the values when all returned; a valid case that raised is left to the
+    caller (``all_returned``), which knows the rule."""
     __tracebackhide__ = True
     if verdict.ok or (verdict.optional and result.ok):
         return result.values()
@@ -105,22 +129,29 @@ def assert_collective_verdict(result: CaseResult, verdict: Verdict) -> list[Any]
         o for o in result.outcomes if not (isinstance(o, Raised) and o.is_a(verdict.error or ""))
     ]
     if wrong:
-        pytest.fail(
+        fail(
             result.report(
                 f"every rank should raise {verdict.error} ({verdict.rule}); "
                 f"{len(wrong)} rank(s) did not"
             ),
-            pytrace=False,
+            rule or verdict.rule,
         )
     return None
 
 
-def all_returned(result: CaseResult) -> list[Any]:
+def all_returned(result: CaseResult, *, rule: str | None = None) -> list[Any]:
     """The values of a case that must succeed, or a failure with every rank's outcome."""
     __tracebackhide__ = True
     if not all(isinstance(o, Returned) for o in result.outcomes):
-        pytest.fail(result.report("every rank should return"), pytrace=False)
+        named = {r for o in result.outcomes if isinstance(o, Raised) and (r := o.rule)}
+        fail(result.report("every rank should return"), rule or sorted(named) or None)
     return result.values()
+
+
+def _named_rule(message: str) -> str | None:
+    """The rule id an implementation's message names, if exactly one (ERR-5)."""
+    named = set(RULE_ID.findall(message))
+    return named.pop() if len(named) == 1 else None
 
 
 def _is_a(cls: type, name: str | None) -> bool:

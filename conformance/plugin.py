@@ -212,12 +212,32 @@ def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> Non
             )
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """Put the rules a failed check enforces (``judge.fail``) on the report, for the table."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is not None and report.when == "call":
+        violated = sorted(set(_violated(call.excinfo.value)))
+        if violated:
+            report.user_properties.append(("violated", ",".join(violated)))
+
+
+def _violated(exc: BaseException) -> Iterator[str]:
+    """The rules named by a failure, or by each failure of a group (Hypothesis reports every
+    distinct bug it found as one exception group)."""
+    yield from getattr(exc, "violated", ())
+    for inner in getattr(exc, "exceptions", ()):
+        yield from _violated(inner)
+
+
 class _RuleResults:
     """Folds every test report that cites rules into the per-rule table, and prints it."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.table = rule_report.RuleTable()
+        self.known = {rule.id for rule in rules.load()}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         properties = dict(report.user_properties)
@@ -227,7 +247,14 @@ class _RuleResults:
         skipped = report.skipped and isinstance(report.longrepr, tuple)
         reason = report.longrepr[2].removeprefix("Skipped: ") if skipped else ""
         verdict = rule_report.verdict_of(report.outcome, hasattr(report, "wasxfail"), reason)
-        self.table.add(properties["rules"].split(","), properties["world_size"], verdict)
+        cited = properties["rules"].split(",")
+        violated = [r for r in properties.get("violated", "").split(",") if r in self.known]
+        if violated and verdict in ("fail", "xfail"):
+            self.table.add(violated, properties["world_size"], verdict)
+            others = [r for r in cited if r not in violated]
+            self.table.add(others, properties["world_size"], rule_report.BLOCKED)
+        else:
+            self.table.add(cited, properties["world_size"], verdict)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.table.cells:

@@ -11,9 +11,11 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-# A cell shows the worst verdict among the tests behind it, in this order.
-SEVERITY = ["fail", "xpass", "xfail", "pass", "not claimed", "skip"]
+# A cell shows the worst verdict among the tests behind it, in this order. "blocked": a test
+# citing the rule stopped on another rule's failure, so this rule was not checked to the end.
+SEVERITY = ["fail", "xpass", "xfail", "blocked", "pass", "not claimed", "skip"]
 NOT_CLAIMED = "not claimed"
+BLOCKED = "blocked"
 
 
 @dataclass

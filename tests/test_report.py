@@ -81,6 +81,7 @@ def test_json_has_every_cell_and_the_summary():
 
 INNER = """
 import pytest
+from conformance import judge
 
 @pytest.mark.rules("ST-SPEC-1")
 def test_passes(world):
@@ -90,6 +91,10 @@ def test_passes(world):
 def test_fails_on_two(world):
     assert world.world_size != 2
 
+@pytest.mark.rules("ST-GATHER-1", "ST-GATHER-2")
+def test_breaks_one_of_its_rules(world):
+    judge.assert_equal("out", world.world_size, 1, "gather", rule="ST-GATHER-2")
+
 @pytest.mark.rules("DT-PLACE-7")
 def test_unclaimed():
     pytest.skip("not claimed: strided_shard")
@@ -97,23 +102,27 @@ def test_unclaimed():
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
-def test_a_run_prints_the_table_and_writes_the_reports(pytester, workers):
+def test_a_run_prints_the_table_blaming_the_rule_a_check_names_and_writes_reports(
+    pytester, workers
+):
     pytester.makepyfile(test_inner=INNER)
     result = pytester.runpytest_subprocess(
         "-p", "conformance.plugin", "--world-sizes", "1,2", "--report-dir", "out", *workers
     )
-    result.assert_outcomes(passed=3, failed=1, skipped=1)
+    result.assert_outcomes(passed=4, failed=2, skipped=1)
     result.stdout.fnmatch_lines(
         [
             "*shardspec: results per rule*",
-            "rule        ws1   ws2   any",
-            "ERR-1       pass  fail",
-            "ST-SPEC-1   pass  pass",
-            "ST-SPEC-2   pass  fail",
-            "DT-PLACE-7              not claimed",
-            "rules: 2 fail, 1 pass, 1 not claimed",
+            "rule         ws1   ws2      any",
+            "ERR-1        pass  fail",
+            "ST-SPEC-1    pass  pass",
+            "ST-SPEC-2    pass  fail",
+            "ST-GATHER-1  pass  blocked",
+            "ST-GATHER-2  pass  fail",
+            "DT-PLACE-7                  not claimed",
+            "rules: 3 fail, 1 blocked, 1 pass, 1 not claimed",
         ]
     )
     data = json.loads((pytester.path / "out" / "rules.json").read_text())
-    assert data["summary"] == {"pass": 1, "fail": 2, "not claimed": 1}
+    assert data["summary"] == {"pass": 1, "fail": 3, "blocked": 1, "not claimed": 1}
     assert "| ST-SPEC-2 | pass | fail |  |" in (pytester.path / "out" / "rules.md").read_text()
