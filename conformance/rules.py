@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-SPEC = Path(__file__).resolve().parent.parent / "spec"
+from conformance import paths
+
+SPEC = paths.data_dir("spec")
 SUITE = Path(__file__).resolve().parent / "suite"
 UNCOVERED = Path(__file__).resolve().parent / "uncovered.txt"
 
