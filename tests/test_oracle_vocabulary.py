@@ -14,6 +14,7 @@ from conformance.oracle.vocabulary import (
     Replicate,
     Shard,
     StridedShard,
+    ceil_div,
     chunk_bounds,
     parse_placement,
     parse_placements,
@@ -39,10 +40,15 @@ def test_chunk_bounds_table(length, k, lengths, starts):
 
 @given(st.integers(0, 40), st.integers(1, 9))
 def test_chunk_bounds_is_torch_chunk(length, k):
-    """torch.chunk is the independent model: same non-empty chunks, in order (vocabulary.md)."""
+    """torch.chunk is the independent model (vocabulary.md): it returns the first
+    ``ceil_div(L, cs)`` chunks, the non-empty ones, for ``L > 0``, and all ``k`` empty chunks for
+    ``L = 0``; the chunks it leaves out are empty."""
     bounds = [chunk_bounds(length, k, c) for c in range(k)]
-    chunks = [c.tolist() for c in torch.chunk(torch.arange(length), k) if c.numel()]
-    assert [list(range(lo, hi)) for lo, hi in bounds if hi > lo] == chunks
+    chunks = [c.tolist() for c in torch.chunk(torch.arange(length), k)]
+    cs = ceil_div(length, k)
+    count = k if length == 0 else ceil_div(length, cs)
+    assert [list(range(lo, hi)) for lo, hi in bounds[:count]] == chunks
+    assert all(lo == hi == length for lo, hi in bounds[count:])
     assert bounds[0][0] == 0
     assert bounds[-1][1] == length
     assert all(a[1] == b[0] for a, b in itertools.pairwise(bounds))
