@@ -96,6 +96,11 @@ def test_shard_metadata_verdicts(offsets, sizes, placement, verdict):
         ("cpu", "cpu"),
         ("rank:1/meta", "rank:1/meta"),
         ("worker0/cpu", "worker0/cpu"),
+        ("worker0", "worker0/cpu"),
+        ("trainer0", "trainer0/cpu"),
+        ("cpu/cpu", "cpu/cpu"),
+        ("cuda", "cuda"),
+        ("cuda:1", "cuda:1"),
     ],
 )
 def test_placement_grammar_accepts(text, canonical):
@@ -117,6 +122,7 @@ def test_placement_grammar_accepts(text, canonical):
         "rank:1/cpu/x",
         "rank:1/",
         "rank:1/foo",
+        "foo:1",
         "rank:\u0661/cpu",
     ],
 )

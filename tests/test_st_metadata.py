@@ -48,6 +48,10 @@ def layout(spec_: ChunkShardingSpec, *size: int) -> list[tuple[list[int], list[i
         ("rank:1/meta", "rank:1/meta"),
         ("worker0/cpu", "worker0/cpu"),
         ("worker0", "worker0/cpu"),
+        ("trainer0", "trainer0/cpu"),
+        ("cpu/cpu", "cpu/cpu"),
+        ("cuda", "cuda"),
+        ("cuda:1", "cuda:1"),
     ],
 )
 def test_placement_strings_of_the_grammar_parse_to_their_canonical_form(text, canonical):
@@ -70,6 +74,7 @@ def test_placement_strings_of_the_grammar_parse_to_their_canonical_form(text, ca
         "rank:1/cpu/x",
         "rank:1/",
         "rank:1/foo",
+        "foo:1",
         "rank:\u0661/cpu",
     ],
 )
