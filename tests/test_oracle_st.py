@@ -23,6 +23,7 @@ from conformance.oracle.st_ops import (
     local_shards,
     reshard,
     reshard_verdict,
+    reshard_verdict_by_rank,
     shard_tensor,
     shard_verdict,
 )
@@ -416,3 +417,16 @@ def test_reshard_verdicts():
     assert reshard_verdict(spec(2), strange, (2, 4), group) == value_error("ST-RESHARD-9")
     assert reshard_verdict(spec(2), "spec", (2, 4), group) == type_error("ST-RESHARD-9")
     assert reshard_verdict(spec(2), spec(2, order=[1, 0]), (4,), group) == VALID
+
+
+@pytest.mark.rules("ST-RESHARD-4", "ST-RESHARD-9")
+def test_reshard_specs_that_differ_between_ranks_are_invalid():
+    group = [0, 1]
+    same = {0: spec(2, dim=1), 1: spec(2, dim=1)}
+    assert reshard_verdict_by_rank(spec(2), same, (4, 4), group) == VALID
+    # Each alone is valid; rank 1's is even the current spec (no identity reshard, ST-RESHARD-4).
+    differ = {0: spec(2, dim=1), 1: spec(2)}
+    assert reshard_verdict_by_rank(spec(2), differ, (4, 4), group) == value_error("ST-RESHARD-9")
+    # A member's own invalid spec is found first, in group order.
+    bad = {0: spec(2), 1: "spec"}
+    assert reshard_verdict_by_rank(spec(2), bad, (4, 4), group) == type_error("ST-RESHARD-9")

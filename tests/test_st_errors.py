@@ -51,7 +51,7 @@ VIOLATIONS = {
     "reshard_dim_out_of_range": ("ValueError", "ST-SPEC-6", "last"),
     "reshard_placement_not_member": ("ValueError", "ST-VALID-12", "last"),
     "reshard_not_a_spec": ("TypeError", "ST-RESHARD-9", "last"),
-    "reshard_spec_differs": ("ValueError", "ERR-6", "last"),
+    "reshard_spec_differs": ("ValueError", "ST-RESHARD-9", "last"),
 }
 
 

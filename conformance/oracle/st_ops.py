@@ -168,6 +168,23 @@ def reshard_verdict(
     return VALID
 
 
+def reshard_verdict_by_rank(
+    spec: Spec, new_specs: Mapping[int, Any], size: Sequence[int], group: Sequence[int]
+) -> Verdict:
+    """Whether ``t.reshard(new_specs[rank])`` on every member succeeds, the members passing
+    possibly different specs (keyed by global rank).
+
+    Check order: each member's own spec as in ``reshard_verdict``, in group order, then
+    ST-RESHARD-9 again: the new spec is equal on every member."""
+    for rank in group:
+        if not (v := reshard_verdict(spec, new_specs[rank], size, group)).ok:
+            return v
+    # ST-RESHARD-9
+    if any(new_specs[rank] != new_specs[group[0]] for rank in group):
+        return value_error("ST-RESHARD-9")
+    return VALID
+
+
 def reshard(
     global_tensor: torch.Tensor, meta: TensorMeta, new_spec: Spec, group: Sequence[int]
 ) -> tuple[TensorMeta, dict[int, list[torch.Tensor]]]:

@@ -43,8 +43,8 @@ def check_reshard_args(t: ShardedTensor, spec: ShardingSpec) -> ShardedTensorMet
 
 def reshard(t: ShardedTensor, spec: ShardingSpec) -> tuple[ShardedTensorMetadata, list[Shard]]:
     metadata, specs = reach_verdict(t.process_group, lambda: (check_reshard_args(t, spec), spec))
-    # Note: no rule of st-reshard.md names this case; the inputs table requires one new spec.
-    require_same(specs, "ERR-6", "the new spec")
+    # ST-RESHARD-9: one new spec on every member.
+    require_same(specs, "ST-RESHARD-9", "the new spec")
     props = metadata.tensor_properties
     me = dist.get_rank()
     mine = [(j, s) for j, s in enumerate(metadata.shards_metadata) if s.placement.rank() == me]
