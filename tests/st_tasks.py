@@ -398,6 +398,23 @@ VIOLATIONS = {
         bad,
         lambda s, size: ([Shard(s[0].tensor.clone().requires_grad_(), s[0].metadata)], size),
     ),
+    "local_shards_of_one_rank_differ": lambda ctx, bad: _local(
+        ctx,
+        bad,
+        lambda s, size: (
+            [
+                Shard(
+                    s[0].tensor[:1].clone(),
+                    SM(s[0].metadata.shard_offsets, [1, 3], s[0].metadata.placement),
+                ),
+                Shard(
+                    s[0].tensor[1:].double(),
+                    SM([s[0].metadata.shard_offsets[0] + 1, 0], [1, 3], s[0].metadata.placement),
+                ),
+            ],
+            size,
+        ),
+    ),
     "local_tensor_wrong_size": lambda ctx, bad: _local(
         ctx, bad, lambda s, size: ([Shard(torch.zeros(1, 3), s[0].metadata)], size)
     ),

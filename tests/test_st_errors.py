@@ -39,6 +39,7 @@ VIOLATIONS = {
     "local_ndim": ("ValueError", "ST-VALID-5", "last"),
     "local_global_size_differs": ("ValueError", "ST-VALID-6", "last"),
     "local_requires_grad_differs": ("ValueError", "ST-VALID-6", "last"),
+    "local_shards_of_one_rank_differ": ("ValueError", "ST-VALID-6", "last"),
     "local_tensor_wrong_size": ("ValueError", "ST-VALID-8", "last"),
     "local_not_contiguous": ("ValueError", "ST-VALID-9", "last"),
     "local_placed_elsewhere": ("ValueError", "ST-VALID-10", "last"),

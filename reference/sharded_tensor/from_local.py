@@ -44,12 +44,20 @@ def init_from_local_shards(
         shape = parse_size(size)
         shards = list(local_shards)
         _check_own(shards, dist.get_process_group_ranks(group))
-        props = TensorProperties.of(shards[0].tensor) if shards else None
-        here = ShardedTensorMetadata([s.metadata for s in shards], shape, props)
         for shard in shards:
-            # ST-VALID-8, 9 (the properties are the first local tensor's).
-            check_local_tensor(shard.tensor, shard.metadata, here)
-        return shards, (shape, props, here.shards_metadata)
+            # ST-VALID-8, 9: size and device as the metadata says, contiguous. No properties are
+            # given here, so they are not checked against any (ST-VALID-6 compares them).
+            check_local_tensor(shard.tensor, shard.metadata, None)
+        kinds = [TensorProperties.of(s.tensor) for s in shards]
+        # ST-VALID-6: this rank's local tensors share one set of properties.
+        for kind in kinds[1:]:
+            if kind != kinds[0]:
+                raise ValueError(
+                    f"[ST-VALID-6] the local tensors of rank {dist.get_rank()} differ in their "
+                    f"properties: {kinds[0]} and {kind}"
+                )
+        props = kinds[0] if kinds else None
+        return shards, (shape, props, [s.metadata for s in shards])
 
     shards, shared = reach_verdict(group, check)
     # ST-VALID-6: one global size; one set of properties among the ranks that hold shards.
@@ -90,7 +98,7 @@ def init_from_local_shards_and_global_metadata(
                 f"the metadata places {entries} here"
             )
         for shard in shards:
-            check_local_tensor(shard.tensor, shard.metadata, metadata)
+            check_local_tensor(shard.tensor, shard.metadata, metadata.tensor_properties)
         # ST-LIFE-15: local shards in shards_metadata order.
         ordered = sorted(shards, key=lambda s: entries.index(s.metadata))
         return ordered, metadata

@@ -13,7 +13,11 @@ from collections.abc import Sequence
 
 import torch
 
-from reference.sharded_tensor.metadata import ShardedTensorMetadata, ShardMetadata
+from reference.sharded_tensor.metadata import (
+    ShardedTensorMetadata,
+    ShardMetadata,
+    TensorProperties,
+)
 
 
 def overlaps(a: ShardMetadata, b: ShardMetadata, dims: Sequence[int]) -> bool:
@@ -130,20 +134,24 @@ def check_placements(shards: Sequence[ShardMetadata], members: Sequence[int]) ->
 
 
 def check_local_tensor(
-    tensor: torch.Tensor, shard: ShardMetadata, metadata: ShardedTensorMetadata
+    tensor: torch.Tensor, shard: ShardMetadata, props: TensorProperties | None
 ) -> None:
-    """A local tensor matches its shard's box and device and the tensor properties
-    (ST-VALID-8, 9)."""
-    props = metadata.tensor_properties
-    # ST-VALID-8: size, device, dtype, layout, requires_grad and pinning match.
+    """A local tensor matches its shard's box and device, and the tensor properties where they
+    are given (ST-VALID-8, 9). Without given properties (``init_from_local_shards``), local
+    tensors are compared with one another instead (ST-VALID-6)."""
+    # ST-VALID-8: size and device as the shard says; dtype, layout, requires_grad and pinning
+    # as the given properties say.
     expected = {
         "size": (list(tensor.shape), shard.shard_sizes),
         "device": (tensor.device, shard.placement.device()),
-        "dtype": (tensor.dtype, props.dtype),
-        "layout": (tensor.layout, props.layout),
-        "requires_grad": (tensor.requires_grad, props.requires_grad),
-        "pin_memory": (tensor.is_pinned(), props.pin_memory),
     }
+    if props is not None:
+        expected |= {
+            "dtype": (tensor.dtype, props.dtype),
+            "layout": (tensor.layout, props.layout),
+            "requires_grad": (tensor.requires_grad, props.requires_grad),
+            "pin_memory": (tensor.is_pinned(), props.pin_memory),
+        }
     for name, (got, want) in expected.items():
         if got != want:
             raise ValueError(
