@@ -133,3 +133,31 @@ def test_entries_that_are_not_rewritten():
     outer, _ = nested(2)
     inner = build_metadata(ChunkSpec(1, ("rank:0/cpu", "rank:1/cpu") * 2), (2, 4))
     assert flatten_verdict(outer, inner, 0) == value_error("ST-FLAT-4")
+
+
+def two_rank_outer(rows, cols):
+    return build_metadata(ChunkSpec(0, ("rank:0/cpu", "rank:1/cpu")), (2 * rows, cols))
+
+
+@pytest.mark.rules("ST-FLAT-7", "ST-FLAT-8")
+def test_flat_layout_may_leave_out_empty_boxes_but_not_the_local_one():
+    # Outer (2, 0), inner (1, 0) chunked on dim 1: every box is empty, both inner boxes equal.
+    inner = build_metadata(ChunkSpec(1, ("rank:0/cpu", "rank:1/cpu")), (1, 0))
+    flat = flatten_entry(two_rank_outer(1, 0), inner, 0)
+    assert list(flat.boxes) == [((0, 0), (1, 0)), ((0, 0), (1, 0)), ((1, 0), (1, 0))]
+    local, elsewhere = flat.local, "rank:1/cpu"
+    pytorch_like = [ShardMeta((1, 0), (1, 0), elsewhere), local]
+    assert matches(flat, pytorch_like, 0)
+    assert matches(flat, [local], 0)
+    assert not matches(flat, [ShardMeta((1, 0), (1, 0), elsewhere)], 0)
+    assert not matches(flat, [*pytorch_like, ShardMeta((0, 0), (2, 0), elsewhere)], 0)
+
+
+@pytest.mark.rules("ST-FLAT-7")
+def test_flat_layout_keeps_a_full_box_starting_where_the_empty_local_one_starts():
+    inner = TensorMeta(
+        (ShardMeta((0, 0), (1, 1), "rank:0/cpu"), ShardMeta((0, 0), (1, 0), "rank:1/cpu")), (1, 1)
+    )
+    flat = flatten_entry(two_rank_outer(1, 1), inner, 1)
+    assert list(flat.boxes) == [((0, 0), (1, 1)), ((1, 0), (1, 0)), ((1, 0), (1, 1))]
+    assert not matches(flat, [ShardMeta((0, 0), (1, 1), "rank:0/cpu"), flat.local], 1)

@@ -25,7 +25,7 @@ class Flat:
     size: tuple[int, ...]
     properties: Properties
     local: ShardMeta
-    boxes: tuple[Box, ...]  # sorted: the multiset of ST-FLAT-7
+    boxes: tuple[Box, ...]  # sorted: the multiset of ST-FLAT-7, every empty box included
 
 
 def flatten_verdict(outer: TensorMeta, inner: TensorMeta | None, rank: int) -> Verdict:
@@ -65,10 +65,20 @@ def flatten_entry(
     return Flat(outer.size, outer.properties, mine, tuple(every))
 
 
+def boxes_match(flat: Flat, shards: Sequence[ShardMeta]) -> bool:
+    """Whether flattened metadata ``shards`` has the boxes of ST-FLAT-7, in any order: the
+    multiset ``flat.boxes``, less any empty boxes but the local one (ST-FLAT-8 checks that)."""
+    got = Counter((s.offsets, s.sizes) for s in shards)
+    want = Counter(flat.boxes)
+    left_out = want - got
+    return not got - want and all(0 in sizes for _, sizes in left_out)
+
+
+def names_match(flat: Flat, shards: Sequence[ShardMeta], rank: int) -> bool:
+    """Whether exactly one entry, the local one, names ``rank`` (ST-FLAT-8)."""
+    return [s for s in shards if s.rank == rank] == [flat.local]
+
+
 def matches(flat: Flat, shards: Sequence[ShardMeta], rank: int) -> bool:
-    """Whether flattened metadata ``shards`` satisfies ST-FLAT-7 (the boxes, in any order) and
-    ST-FLAT-8 (exactly one entry, the local one, names ``rank``; the others name other ranks)."""
-    named_here = [s for s in shards if s.rank == rank]
-    return sorted((s.offsets, s.sizes) for s in shards) == list(flat.boxes) and named_here == [
-        flat.local
-    ]
+    """Whether flattened metadata ``shards`` satisfies ST-FLAT-7 and ST-FLAT-8."""
+    return boxes_match(flat, shards) and names_match(flat, shards, rank)

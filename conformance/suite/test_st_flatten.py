@@ -8,16 +8,28 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conformance import judge
-from conformance.oracle.flatten import flatten_entry, flatten_verdict, matches
-from conformance.oracle.st_metadata import Properties, ShardMeta
+from conformance.oracle.flatten import (
+    Flat,
+    boxes_match,
+    flatten_entry,
+    flatten_verdict,
+    names_match,
+)
+from conformance.oracle.st_metadata import Properties, ShardMeta, TensorMeta
 from conformance.oracle.st_sharding_spec import ChunkSpec, build_metadata
 from conformance.world import Case
+
+
+def _spec(ranks):
+    return ChunkSpec(0, tuple(f"rank:{r}/cpu" for r in ranks))
 
 
 @st.composite
 def nested_cases(draw, world_sizes: list[int]):
     """Outer placements a permutation of the world, or with a rank twice or missing (ST-FLAT-2,
-    3); inner placements likewise (ST-FLAT-4); flattening on every rank or on one (ST-FLAT-9)."""
+    3); the inner tensor chunked on dim 1 over a permutation, or with a rank twice (ST-FLAT-4),
+    given to the ranks as the spec's chunk boxes; flattening on every rank or on one
+    (ST-FLAT-9)."""
     world_size = draw(st.sampled_from(world_sizes))
     outer = draw(st.permutations(range(world_size)))
     inner = draw(st.permutations(range(world_size)))
@@ -26,17 +38,83 @@ def nested_cases(draw, world_sizes: list[int]):
         outer = [*outer, draw(st.sampled_from(outer))][-max(1, world_size) :]
     elif change == "inner_repeat":
         inner = [*inner, draw(st.sampled_from(inner))]
+    rows, cols = draw(st.integers(1, 3)), draw(st.integers(0, 5))
+    chunks = build_metadata(ChunkSpec(1, _spec(inner).placements), (rows, cols)).shards
     return world_size, {
-        "rows": draw(st.integers(1, 3)),
-        "cols": draw(st.integers(0, 5)),
+        "rows": rows,
+        "cols": cols,
         "outer_ranks": list(outer),
-        "inner_ranks": list(inner),
+        "inner_boxes": [
+            [[list(s.offsets), list(s.sizes)] for s in chunks if s.rank == r]
+            for r in range(world_size)
+        ],
         "caller": draw(st.sampled_from([None, *range(world_size)])),
     }
 
 
-def _spec(ranks):
-    return ChunkSpec(0, tuple(f"rank:{r}/cpu" for r in ranks))
+@st.composite
+def empty_inner_shard_cases(draw, world_sizes: list[int]):
+    """Every rank holds one outer shard; one rank holds the whole inner ``(rows, cols)`` tensor,
+    each other rank an empty inner box starting where that one starts or at the end of dim 1
+    (in bounds: ST-VALID-3)."""
+    world_size = draw(st.sampled_from(world_sizes))
+    rows, cols = draw(st.integers(1, 3)), draw(st.integers(1, 4))
+    holder = draw(st.sampled_from(range(world_size)))
+    starts = draw(st.lists(st.sampled_from([0, cols]), min_size=world_size, max_size=world_size))
+    boxes = [
+        [[[0, 0], [rows, cols]]] if r == holder else [[[0, start], [rows, 0]]]
+        for r, start in enumerate(starts)
+    ]
+    return world_size, {
+        "rows": rows,
+        "cols": cols,
+        "outer_ranks": list(draw(st.permutations(range(world_size)))),
+        "inner_boxes": boxes,
+        "caller": None,
+    }
+
+
+def _outer(args) -> TensorMeta:
+    size = (args["rows"] * len(args["outer_ranks"]), args["cols"])
+    return build_metadata(_spec(args["outer_ranks"]), size, Properties())
+
+
+def _inner(args) -> TensorMeta:
+    shards = [
+        ShardMeta(offsets, sizes, f"rank:{r}/cpu")
+        for r, boxes in enumerate(args["inner_boxes"])
+        for offsets, sizes in boxes
+    ]
+    return TensorMeta(tuple(shards), (args["rows"], args["cols"]))
+
+
+def _judge_boxes(value, entry: Flat, rank: int, context: str) -> list[ShardMeta]:
+    """The boxes of one rank's rewritten entry ``w`` against the oracle's (ST-FLAT-7)."""
+    judge.assert_equal(f"rank {rank}: error", value["error"], None, context, rule="ST-FLAT-7")
+    shards = [ShardMeta.from_json(s) for s in value["w"]["shards"]]
+    boxes = sorted(((list(s.offsets), list(s.sizes)) for s in shards), key=str)
+    judge.assert_equal(f"rank {rank}: boxes {boxes} are those of ST-FLAT-7 {list(entry.boxes)}",
+                       boxes_match(entry, shards), True, context, rule="ST-FLAT-7")  # fmt: skip
+    return shards
+
+
+def _judge_flat(value, entry: Flat, rank: int, context: str) -> None:
+    """One rank's rewritten entry ``w`` against the oracle's ``entry`` (ST-FLAT-5 to 8)."""
+    flat = value["w"]
+    judge.assert_equal(f"rank {rank}: size", tuple(flat["size"]), entry.size, context,
+                       rule="ST-FLAT-5")  # fmt: skip
+    judge.assert_equal(f"rank {rank}: properties", Properties(**flat["properties"]),
+                       entry.properties, context, rule="ST-FLAT-5")  # fmt: skip
+    judge.assert_equal(f"rank {rank}: local shards", [m for _, m in flat["local"]],
+                       [entry.local.to_json()], context, rule="ST-FLAT-6")  # fmt: skip
+    judge.assert_tensor_exact(f"rank {rank}: local values", value["local_values"][0],
+                              torch.full(entry.local.sizes, float(rank)), context,
+                              rule="ST-FLAT-6")  # fmt: skip
+    shards = _judge_boxes(value, entry, rank, context)
+    named = [s.placement for s in shards]
+    judge.assert_equal(f"rank {rank}: only the local entry of {named} names rank {rank}",
+                       names_match(entry, shards, rank), True, context,
+                       rule="ST-FLAT-8")  # fmt: skip
 
 
 @pytest.mark.rules(
@@ -52,12 +130,11 @@ def test_flattening_rewrites_nested_tensors_into_outer_coordinates(
     result = world_pool.get(world_size).run(
         Case("conformance.tasks.sharded_tensor:flatten_checked", {"impl": impl_name, **args})
     )
-    values = judge.all_returned(result)
+    # Flattening is local (ST-FLAT-9): every rank returns, whether it flattens or not.
+    values = judge.all_returned(result, rule="ST-FLAT-9")
     context = result.replay_command()
-    rows, cols = args["rows"], args["cols"]
-    size = (rows * len(args["outer_ranks"]), cols)
-    outer = build_metadata(_spec(args["outer_ranks"]), size, Properties())
-    inner = build_metadata(ChunkSpec(1, _spec(args["inner_ranks"]).placements), (rows, cols))
+    outer = _outer(args)
+    inner = _inner(args)
     for rank, value in enumerate(values):
         if args["caller"] is not None and rank != args["caller"]:
             continue
@@ -66,29 +143,51 @@ def test_flattening_rewrites_nested_tensors_into_outer_coordinates(
         verdict = flatten_verdict(outer, nested, rank)
         if not verdict.ok:
             judge.assert_equal(f"rank {rank}: flatten raised ValueError",
-                               value.get("is_value_error"), True, context)  # fmt: skip
+                               value.get("is_value_error"), True, context,
+                               rule="ST-FLAT-4")  # fmt: skip
             continue
-        judge.assert_equal(f"rank {rank}: error", value["error"], None, context)
         entry = flatten_entry(outer, nested, rank)
-        keys = ["b", "x"] if entry == "dropped" else ["b", "w", "x"]
-        judge.assert_equal(f"rank {rank}: keys", value["keys"], keys, context)
-        judge.assert_equal(f"rank {rank}: b is the same object", value["b_same"], True, context)
-        judge.assert_equal(f"rank {rank}: x.y", value["y"], 3, context)
-        judge.assert_equal(f"rank {rank}: input intact", value["input_intact"], True, context)
+        dropped = entry == "dropped"
+        judge.assert_equal(f"rank {rank}: error", value["error"], None, context,
+                           rule="ST-FLAT-2" if dropped else "ST-FLAT-3" if entry == "same"
+                           else "ST-FLAT-7")  # fmt: skip
+        judge.assert_equal(f"rank {rank}: 'w' kept", "w" in value["keys"], not dropped, context,
+                           rule="ST-FLAT-2")  # fmt: skip
+        judge.assert_equal(f"rank {rank}: other keys", [k for k in value["keys"] if k != "w"],
+                           ["b", "x"], context, rule="ST-FLAT-1")  # fmt: skip
+        judge.assert_equal(f"rank {rank}: b is the same object", value["b_same"], True, context,
+                           rule="ST-FLAT-1")  # fmt: skip
+        judge.assert_equal(f"rank {rank}: x.y", value["y"], 3, context, rule="ST-FLAT-1")
+        judge.assert_equal(f"rank {rank}: input intact", value["input_intact"], True, context,
+                           rule="ST-FLAT-10")  # fmt: skip
         plain_held = any(s.rank == rank for s in outer.shards)
+        x_keys = sorted(["y", *(["p"] if plain_held else []), *(["o"] if rank == 0 else [])])
+        judge.assert_equal(f"rank {rank}: keys of x (o, p dropped where not held)",
+                           value["x_keys"], x_keys, context, rule="ST-FLAT-2")  # fmt: skip
         judge.assert_equal(f"rank {rank}: plain tensor kept", value["plain_same"], plain_held,
-                           context)  # fmt: skip
-        if isinstance(entry, str):
-            judge.assert_equal(f"rank {rank}: w", value["w"], entry, context)
-            continue
-        flat = value["w"]
-        judge.assert_equal(f"rank {rank}: size", tuple(flat["size"]), entry.size, context)
-        judge.assert_equal(f"rank {rank}: properties", Properties(**flat["properties"]),
-                           entry.properties, context)  # fmt: skip
-        judge.assert_equal(f"rank {rank}: local shards", [m for _, m in flat["local"]],
-                           [entry.local.to_json()], context)  # fmt: skip
-        shards = [ShardMeta.from_json(s) for s in flat["shards"]]
-        judge.assert_equal(f"rank {rank}: boxes and placements match ST-FLAT-7/8",
-                           matches(entry, shards, rank), True, context)  # fmt: skip
-        judge.assert_tensor_exact(f"rank {rank}: local values", value["local_values"][0],
-                                  torch.full(entry.local.sizes, float(rank)), context)  # fmt: skip
+                           context, rule="ST-FLAT-3")  # fmt: skip
+        if isinstance(entry, Flat):
+            _judge_flat(value, entry, rank, context)
+        else:
+            judge.assert_equal(f"rank {rank}: w", value["w"], entry, context,
+                               rule="ST-FLAT-2" if dropped else "ST-FLAT-3")  # fmt: skip
+
+
+@pytest.mark.rules("ST-FLAT-7")
+@given(data=st.data())
+def test_an_empty_inner_shard_starting_where_a_full_one_starts_is_flattened_like_any_other(
+    impl, impl_name, world_pool, available_world_sizes, data
+):
+    judge.requires(impl, "sharded_tensor")
+    world_size, args = data.draw(empty_inner_shard_cases(available_world_sizes))
+    result = world_pool.get(world_size).run(
+        Case("conformance.tasks.sharded_tensor:flatten_checked", {"impl": impl_name, **args})
+    )
+    # The layout is valid (ST-VALID): every rank builds it and flattens it to ST-FLAT-7's boxes.
+    values = judge.all_returned(result, rule="ST-FLAT-7")
+    context = result.replay_command()
+    outer, inner = _outer(args), _inner(args)
+    for rank, value in enumerate(values):
+        entry = flatten_entry(outer, inner, rank)
+        assert isinstance(entry, Flat)  # every rank holds one outer and one inner shard
+        _judge_boxes(value, entry, rank, context)

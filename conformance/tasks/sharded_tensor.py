@@ -405,23 +405,31 @@ def flatten_checked(
     rows: int,
     cols: int,
     outer_ranks: list[int],
-    inner_ranks: list[int],
+    inner_boxes: list[list[list[list[int]]]],
     caller: int | None,
 ) -> dict[str, Any] | None:
     """A 2-D nested tensor: outer ``(rows * len(outer_ranks), cols)`` chunked on dim 0 over
     ``outer_ranks``; on each rank with one outer shard, its tensor is an inner ``(rows, cols)``
-    tensor chunked on dim 1 over ``inner_ranks`` and filled with the rank. Flattens a state dict
-    holding it (only on ``caller`` unless ``None``: ST-FLAT-9) and reports the result, or the
-    error type flattening raised on this rank (ST-FLAT-4)."""
+    tensor whose local shards are ``inner_boxes[rank]`` (``[offsets, sizes]`` each), filled with
+    the rank. Flattens a state dict holding it (only on ``caller`` unless ``None``: ST-FLAT-9)
+    and reports the result, or the error type flattening raised on this rank (ST-FLAT-4)."""
     api = adapters.load(impl).st_api()
     group = ctx.group()
     chunk = api.ChunkShardingSpec(0, placements_of(outer_ranks, ctx.device))
     size = torch.Size([rows * len(outer_ranks), cols])
     outer_md = chunk.build_metadata(size, api.TensorProperties(dtype=torch.float32))
     mine = [m for m in outer_md.shards_metadata if m.placement.rank() == ctx.rank]
-    inner_spec = api.ChunkShardingSpec(1, placements_of(inner_ranks, ctx.device))
-    # Every rank builds the inner tensor: construction from a spec is collective.
-    inner = api.full(inner_spec, [rows, cols], float(ctx.rank), process_group=group)
+    # The inner layout comes as boxes, not as a sharding spec, so that flattening is tested on
+    # the layout the test chose, whatever the implementation's chunking does (ST-SPEC).
+    pieces = [
+        api.Shard(
+            torch.full(sizes, float(ctx.rank), device=ctx.device),
+            api.ShardMetadata(offsets, sizes, f"rank:{ctx.rank}/{ctx.device}"),
+        )
+        for offsets, sizes in inner_boxes[ctx.rank]
+    ]
+    # Every rank builds the inner tensor: construction is collective.
+    inner = api.init_from_local_shards(pieces, rows, cols, process_group=group)
     plain = api.zeros(chunk, size, process_group=group)
     outer = api.zeros(chunk, size, process_group=group)  # not nested where this rank has != 1
     if len(mine) == 1:
