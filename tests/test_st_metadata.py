@@ -276,3 +276,14 @@ def test_spec_construction_checks_types_and_layouts():
     ]
     with pytest.raises(ValueError, match=r"\[ST-VALID-4\]"):
         enumerable.build_metadata(torch.Size([5]), TensorProperties())
+    # ST-SPEC-12: build_metadata reports the ST-VALID rule the tiling breaks, and leaves
+    # placements (ST-VALID-12, 13) to the operations that build a sharded tensor.
+    with pytest.raises(ValueError, match=r"\[ST-VALID-3\]"):
+        enumerable.build_metadata(torch.Size([3]), TensorProperties())
+    with pytest.raises(ValueError, match=r"\[ST-VALID-5\]"):
+        enumerable.build_metadata(torch.Size([4, 1]), TensorProperties())
+    for where in ("cpu", "worker0/cpu", "rank:9/cpu"):
+        rankless = EnumerableShardingSpec([SM([0], [4], where)])
+        assert rankless.build_metadata(torch.Size([4]), TensorProperties()).shards_metadata == [
+            SM([0], [4], where)
+        ]

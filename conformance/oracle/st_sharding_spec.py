@@ -18,7 +18,7 @@ from conformance.oracle.st_metadata import (
     parse_remote_device,
     shard_metadata_verdict,
 )
-from conformance.oracle.st_validation import layout_verdict, overlap
+from conformance.oracle.st_validation import overlap, tiling_verdict
 from conformance.oracle.vocabulary import (
     VALID,
     Verdict,
@@ -94,12 +94,14 @@ def build_metadata_verdict(spec: Spec, size: Sequence[int]) -> Verdict:
     """Whether ``spec.build_metadata(size, props)`` succeeds for a constructed spec.
 
     Chunk: ST-SPEC-6 (``dim`` in ``[-n, n)``). Enumerable: the shards must tile ``size``
-    (ST-SPEC-12), reported by the ST-VALID rule that fails (5, 3, 4, in that order)."""
+    (ST-SPEC-12), reported by the ST-VALID rule that fails (5, 3, 4, in that order; 14 and 2
+    cannot fail after ST-SPEC-11). Neither checks placements: ST-VALID-12 and 13 belong to the
+    operations that build a sharded tensor."""
     if isinstance(spec, ChunkSpec):
         # ST-SPEC-6
         return VALID if -len(size) <= spec.dim < len(size) else value_error("ST-SPEC-6")
     # ST-SPEC-12
-    return layout_verdict(TensorMeta(spec.shards, tuple(size)))
+    return tiling_verdict(TensorMeta(spec.shards, tuple(size)))
 
 
 def chunk_shards(size: Sequence[int], spec: ChunkSpec) -> tuple[ShardMeta, ...]:

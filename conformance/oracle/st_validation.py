@@ -28,12 +28,32 @@ def overlap(a: ShardMeta, b: ShardMeta) -> bool:
 
 
 def layout_verdict(meta: TensorMeta, group: Sequence[int] | None = None) -> Verdict:
-    """The layout checks of a ``ShardedTensorMetadata`` (ST-VALID-1 to 5, 12 to 14), pure.
+    """The layout checks of a sharded tensor's ``ShardedTensorMetadata`` (ST-VALID-1 to 5, 12 to
+    14), pure.
+
+    Check order: the tiling (see ``tiling_verdict``), then ST-VALID-13 (every placement has a
+    rank; a worker name is an optional NotImplementedError), ST-VALID-12 (placement ranks are
+    members of ``group``, the group's global ranks; skipped when ``group`` is None)."""
+    if not (v := tiling_verdict(meta)).ok:
+        return v
+    # ST-VALID-13
+    devices = [s.device for s in meta.shards]
+    if any(d is None or (d.rank is None and d.worker is None) for d in devices):
+        return value_error("ST-VALID-13")
+    if any(d.rank is None for d in devices):
+        return unsupported("ST-VALID-13")
+    # ST-VALID-12
+    if group is not None and any(d.rank not in group for d in devices):
+        return value_error("ST-VALID-12")
+    return VALID
+
+
+def tiling_verdict(meta: TensorMeta) -> Verdict:
+    """Whether the shards tile the global size, placements aside: what
+    ``EnumerableShardingSpec.build_metadata`` checks (ST-SPEC-12).
 
     Check order: ST-VALID-14 (at least one shard), ST-VALID-5 (ndim), ST-VALID-3 (bounds),
-    ST-VALID-2 (overlap), ST-VALID-4 (volume), ST-VALID-13 (every placement has a rank; a worker
-    name is an optional NotImplementedError), ST-VALID-12 (placement ranks are members of
-    ``group``, the group's global ranks; skipped when ``group`` is None)."""
+    ST-VALID-2 (overlap), ST-VALID-4 (volume)."""
     shards, size = meta.shards, meta.size
     # ST-VALID-14
     if not shards:
@@ -52,15 +72,6 @@ def layout_verdict(meta: TensorMeta, group: Sequence[int] | None = None) -> Verd
     # ST-VALID-4
     if sum(s.volume for s in shards) != math.prod(size):
         return value_error("ST-VALID-4")
-    # ST-VALID-13
-    devices = [s.device for s in shards]
-    if any(d is None or (d.rank is None and d.worker is None) for d in devices):
-        return value_error("ST-VALID-13")
-    if any(d.rank is None for d in devices):
-        return unsupported("ST-VALID-13")
-    # ST-VALID-12
-    if group is not None and any(d.rank not in group for d in devices):
-        return value_error("ST-VALID-12")
     return VALID
 
 
