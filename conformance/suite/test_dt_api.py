@@ -47,6 +47,21 @@ def distributions(draw, world_sizes: list[int]):
     }
 
 
+def _blame(mesh: Mesh, rank: int, outside: str, inside: str) -> str:
+    """The rule a wrong result on ``rank`` breaks: ``outside`` on a rank outside the mesh,
+    DT-MESH-8 on a mesh whose ranks are not in ascending order, else ``inside``."""
+    if rank not in mesh.ranks:
+        return outside
+    return "DT-MESH-8" if list(mesh.ranks) != sorted(mesh.ranks) else inside
+
+
+def _distribute_rule(placements: list[str], src_data_rank: int | None) -> str:
+    """The rule whose part of ``distribute_tensor`` a wrong local of a valid call breaks."""
+    if any(p.startswith("P(") for p in placements):
+        return "DT-API-14"
+    return "DT-API-3" if src_data_rank is None else "DT-API-2"
+
+
 def _requires_layout(impl, world_size: int, ranks: list[int], placements: list[str]) -> None:
     if len(ranks) < world_size:
         judge.assume_claimed(impl, "sub_groups")
@@ -56,8 +71,9 @@ def _requires_layout(impl, world_size: int, ranks: list[int], placements: list[s
         judge.assume_claimed(impl, f"partial:{op}")
 
 
-@pytest.mark.rules("DT-API-2", "DT-API-3", "DT-API-4", "DT-API-5", "DT-API-14", "DT-MESH-9",
-                   "DT-PLACE-11", "DT-REDIST-7", "DT-REDIST-8")  # fmt: skip
+@pytest.mark.rules("DT-API-1", "DT-API-2", "DT-API-3", "DT-API-4", "DT-API-5", "DT-API-12",
+                   "DT-API-13", "DT-API-14", "DT-MESH-8", "DT-MESH-9", "DT-PLACE-11",
+                   "DT-REDIST-7", "DT-REDIST-8")  # fmt: skip
 @given(data=st.data())
 def test_distribute_slices_the_source_ranks_tensor_or_each_ranks_own(
     impl, impl_name, world_pool, available_world_sizes, data
@@ -74,6 +90,10 @@ def test_distribute_slices_the_source_ranks_tensor_or_each_ranks_own(
     mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
     placements = parse_placements(args["placements"])
     verdict = dt_api.distribute_verdict(args["shape"], mesh, placements, args["src_data_rank"])
+    sliced = _distribute_rule(args["placements"], args["src_data_rank"])
+    if verdict.ok:  # every valid layout, from any source rank of the mesh or none
+        strided = any(p.startswith("_S") for p in args["placements"])
+        judge.all_returned(result, rule="DT-API-4" if strided else sliced)
     values = judge.assert_collective_verdict(result, verdict)
     if values is None:
         return
@@ -87,18 +107,23 @@ def test_distribute_slices_the_source_ranks_tensor_or_each_ranks_own(
     for k, p in zip(mesh.shape, placements, strict=True):
         n *= k if p.__class__.__name__ == "Partial" else 1
     op = partial_op(placements)
+    reduced = {None: "DT-API-12", "sum": "DT-REDIST-8"}.get(op, "DT-PLACE-11")
     for rank, got in enumerate(values):
         where = f"rank {rank}"
-        judge.assert_tensor_exact(f"{where}: to_local()", got["local"], locals_[rank], context)
-        judge.assert_equal(f"{where}: input unchanged", got["input_unchanged"], True, context)
-        judge.assert_equal(f"{where}: shape", got["describe"]["shape"], args["shape"], context)
+        judge.assert_tensor_exact(f"{where}: to_local()", got["local"], locals_[rank], context,
+                                  rule=_blame(mesh, rank, "DT-API-13", sliced))  # fmt: skip
+        judge.assert_equal(f"{where}: input unchanged", got["input_unchanged"], True, context,
+                           rule="DT-API-5")  # fmt: skip
+        judge.assert_equal(f"{where}: shape", got["describe"]["shape"], args["shape"], context,
+                           rule="DT-API-1")  # fmt: skip
         bound = tolerance.partition_tolerance(full[rank], n) if op == "sum" else 0 * full[rank]
         if op == "avg" and full[rank].is_floating_point():
             bound = tolerance.tolerance("avg", [full[rank]] * n)
         if args["src_data_rank"] is None and "R" in args["placements"]:
             continue  # replicas of different tensors: not a DTensor (DT-PLACE-10)
         if not tolerance.within(got["full"], full[rank], bound):
-            judge.assert_tensor_exact(f"{where}: full_tensor()", got["full"], full[rank], context)
+            judge.assert_tensor_exact(f"{where}: full_tensor()", got["full"], full[rank], context,
+                                      rule=_blame(mesh, rank, "DT-API-13", reduced))  # fmt: skip
 
 
 @st.composite
@@ -150,7 +175,7 @@ def _local_shapes_and_dtypes(args, coords):
 
 
 @pytest.mark.rules("DT-API-1", "DT-API-6", "DT-API-7", "DT-API-8", "DT-API-9", "DT-API-10",
-                   "DT-API-13")  # fmt: skip
+                   "DT-API-11", "DT-API-13", "DT-MESH-8", "DT-PLACE-2", "ERR-9")  # fmt: skip
 @given(data=st.data())
 def test_from_local_wraps_a_valid_layout_and_run_check_rejects_the_rest(
     impl, impl_name, world_pool, available_world_sizes, data
@@ -178,8 +203,10 @@ def test_from_local_wraps_a_valid_layout_and_run_check_rejects_the_rest(
         inside = tuple(o for o in result.outcomes if o.rank in coords)
         judge.assert_collective_verdict(dataclasses.replace(result, outcomes=inside), verdict)
         return
-    values = judge.assert_collective_verdict(result, verdict)
-    if values is None or not specified:
+    # A valid call returns on every rank; run_check on a sub-mesh waits for no outside rank.
+    sub_mesh = args["run_check"] and len(args["mesh_ranks"]) < world_size
+    values = judge.all_returned(result, rule="DT-API-10" if sub_mesh else "DT-API-7")
+    if not specified:
         return
     context = result.replay_command()
     locals_ = {r: source_local(args["shape"], args["dtype"], args["seed"], args["mesh_shape"],
@@ -191,15 +218,25 @@ def test_from_local_wraps_a_valid_layout_and_run_check_rejects_the_rest(
     )
     full = dt_api.full_tensor(expected, global_shape, mesh, placements, world_size)
     normalized = [str(p) for p in normalize(placements, len(args["shape"]))]
+    # With run_check, replicas take coordinate 0's local and the inputs stay as they were.
+    replicated = args["run_check"] and drift and "R" in args["placements"]
+    local_rule = "DT-API-9" if replicated else "DT-API-11"
+    kept = "DT-API-9" if args["run_check"] else "ERR-9"
     for rank, got in enumerate(values):
         where = f"rank {rank}"
-        judge.assert_tensor_exact(f"{where}: to_local()", got["local"], expected[rank], context)
-        judge.assert_tensor_exact(f"{where}: full_tensor()", got["full"], full[rank], context)
-        judge.assert_equal(f"{where}: input unchanged", got["input_unchanged"], True, context)
+        judge.assert_tensor_exact(f"{where}: to_local()", got["local"], expected[rank], context,
+                                  rule=_blame(mesh, rank, "DT-API-13", local_rule))  # fmt: skip
+        judge.assert_tensor_exact(f"{where}: full_tensor()", got["full"], full[rank], context,
+                                  rule=_blame(mesh, rank, "DT-API-13", "DT-API-7"))  # fmt: skip
+        judge.assert_equal(f"{where}: input unchanged", got["input_unchanged"], True, context,
+                           rule=kept)  # fmt: skip
         describe = got["describe"]
         if rank not in coords and shape is None:
             continue  # outside the mesh, the inferred shape is that of the rank's own input
-        judge.assert_equal(f"{where}: shape", describe["shape"], list(global_shape), context)
+        judge.assert_equal(f"{where}: shape", describe["shape"], list(global_shape), context,
+                           rule="DT-API-6" if shape is None else "DT-API-1")  # fmt: skip
         judge.assert_equal(f"{where}: stride", describe["stride"],
-                           list(dt_api.contiguous_stride(global_shape)), context)  # fmt: skip
-        judge.assert_equal(f"{where}: placements", describe["placements"], normalized, context)
+                           list(dt_api.contiguous_stride(global_shape)), context,
+                           rule="DT-API-1")  # fmt: skip
+        judge.assert_equal(f"{where}: placements", describe["placements"], normalized, context,
+                           rule="DT-PLACE-2")  # fmt: skip

@@ -23,13 +23,14 @@ def layouts(draw, strided: bool):
     return shape, mesh_shape, placements
 
 
-def check_every_coordinate(impl, shape, mesh_shape, placements) -> None:
+def check_every_coordinate(impl, shape, mesh_shape, placements, rule: str) -> None:
     parsed = parse_placements(placements)
     for coordinate in itertools.product(*(range(n) for n in mesh_shape)):
         context = f"shape={shape}, mesh={mesh_shape}, {placements}, coordinate={coordinate}"
         expected = oracle.local_shape_and_offset(shape, mesh_shape, parsed, coordinate)
         actual = impl.dt_local_shape_and_offset(shape, mesh_shape, placements, coordinate)
-        judge.assert_equal("(local_shape, offset)", tuple(map(tuple, actual)), expected, context)
+        judge.assert_equal("(local_shape, offset)", tuple(map(tuple, actual)), expected, context,
+                           rule=rule)  # fmt: skip
 
 
 @pytest.mark.rules(
@@ -39,17 +40,17 @@ def check_every_coordinate(impl, shape, mesh_shape, placements) -> None:
 @given(layout=layouts(strided=False))
 def test_local_shape_and_offset_of_every_coordinate(impl, layout):
     judge.requires(impl, "dtensor")
-    check_every_coordinate(impl, *layout)
+    check_every_coordinate(impl, *layout, rule="DT-LAYOUT-1")
 
 
 @pytest.mark.rules("DT-LAYOUT-8", "DT-PLACE-12")
 @given(layout=layouts(strided=True))
 def test_strided_shards_in_the_nesting(impl, layout):
     judge.requires(impl, "dtensor", "strided_shard")
-    check_every_coordinate(impl, *layout)
+    check_every_coordinate(impl, *layout, rule="DT-LAYOUT-8")
 
 
-@pytest.mark.rules("DT-LAYOUT-3", "DT-LAYOUT-4")
+@pytest.mark.rules("DT-LAYOUT-2", "DT-LAYOUT-3", "DT-LAYOUT-4")
 @pytest.mark.parametrize(("length", "parts"), [(5, 4), (2, 4), (0, 3), (1, 8)])
 def test_trailing_coordinates_are_empty_at_the_end_of_the_dim(impl, length, parts):
     judge.requires(impl, "dtensor")
@@ -58,4 +59,11 @@ def test_trailing_coordinates_are_empty_at_the_end_of_the_dim(impl, length, part
         step = math.ceil(length / parts)
         expected = ([max(0, min(length, (c + 1) * step) - min(length, c * step))],
                     [min(length, c * step)])  # fmt: skip
-        judge.assert_equal("(local_shape, offset)", (shape, offset), expected, f"L={length}, c={c}")
+        if list(shape) != expected[0]:
+            rule = "DT-LAYOUT-3"  # the sizes of the chunk rule, trailing ones empty
+        elif expected[0] == [0]:
+            rule = "DT-LAYOUT-4"  # an empty shard sits at the end of the dim
+        else:
+            rule = "DT-LAYOUT-2"  # a chunk's offset
+        judge.assert_equal("(local_shape, offset)", (shape, offset), expected, f"L={length}, c={c}",
+                           rule=rule)  # fmt: skip

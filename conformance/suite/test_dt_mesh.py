@@ -37,27 +37,33 @@ def test_every_rank_sees_the_mesh_its_coordinate_and_its_groups_in_coordinate_or
     if len(args["ranks"]) < world_size:
         judge.assume_claimed(impl, "sub_groups")
     result = world_pool.get(world_size).run(Case(TASK, {"impl": impl_name, **args}))
-    values = judge.all_returned(result)
+    values = judge.all_returned(result, rule="DT-MESH-10")
     context = result.replay_command()
     mesh = Mesh(tuple(args["shape"]), tuple(args["ranks"]))
     for rank, got in enumerate(values):
         where = f"rank {rank}"
-        judge.assert_equal(f"{where}: mesh.tolist()", got["mesh"], mesh.nested(), context)
-        judge.assert_equal(f"{where}: ndim", got["ndim"], mesh.ndim, context)
-        judge.assert_equal(f"{where}: size()", got["size"], math.prod(mesh.shape), context)
-        judge.assert_equal(f"{where}: size(i)", got["sizes"], list(mesh.shape), context)
-        judge.assert_equal(f"{where}: mesh_dim_names", got["names"], args["names"], context)
+        judge.assert_equal(f"{where}: mesh.tolist()", got["mesh"], mesh.nested(), context,
+                           rule="DT-MESH-1")  # fmt: skip
+        judge.assert_equal(f"{where}: ndim", got["ndim"], mesh.ndim, context, rule="DT-MESH-1")
+        judge.assert_equal(f"{where}: size()", got["size"], math.prod(mesh.shape), context,
+                           rule="DT-MESH-1")  # fmt: skip
+        judge.assert_equal(f"{where}: size(i)", got["sizes"], list(mesh.shape), context,
+                           rule="DT-MESH-1")  # fmt: skip
+        judge.assert_equal(f"{where}: mesh_dim_names", got["names"], args["names"], context,
+                           rule="DT-MESH-5")  # fmt: skip
         coordinate = oracle.coordinate(mesh, rank)
         judge.assert_equal(f"{where}: get_coordinate()", got["coordinate"],
-                           None if coordinate is None else list(coordinate), context)  # fmt: skip
+                           None if coordinate is None else list(coordinate), context,
+                           rule="DT-MESH-6")  # fmt: skip
         if coordinate is None:
             continue
         groups = [[list(oracle.dim_group(mesh, coordinate, i)), coordinate[i]]
                   for i in range(mesh.ndim)]  # fmt: skip
         judge.assert_equal(f"{where}: (group ranks, local rank) per dim", got["groups"], groups,
-                           context)  # fmt: skip
+                           context, rule="DT-MESH-7")  # fmt: skip
         named = {n: groups[i][0] for i, n in enumerate(args["names"] or ())}
-        judge.assert_equal(f"{where}: mesh[name].mesh", got["named"], named, context)
+        judge.assert_equal(f"{where}: mesh[name].mesh", got["named"], named, context,
+                           rule="DT-MESH-7")  # fmt: skip
 
 
 @st.composite

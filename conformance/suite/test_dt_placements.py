@@ -51,8 +51,12 @@ def test_placement_arguments_are_checked_at_construction(impl, construction):
     judge.requires(impl, "dtensor")
     _requires_kind(impl, construction)
     verdict = oracle.construction_verdict(*construction)
+    # A valid Partial refused breaks the op rule, a valid _StridedShard the split factor rule,
+    # any other the type rule.
+    refused = {"Partial": "DT-PLACE-5", "_StridedShard": "DT-PLACE-7"}.get(construction[0])
     judge.assert_pure_verdict(lambda: impl.dt_placement(*construction), verdict,
-                              f"{construction[0]}{construction[1:]}")  # fmt: skip
+                              f"{construction[0]}{construction[1:]}",
+                              rule=refused or "DT-PLACE-4")  # fmt: skip
 
 
 @pytest.mark.rules("DT-PLACE-8")
@@ -64,10 +68,11 @@ def test_placements_are_equal_exactly_when_kind_and_parameters_are(impl, a, b):
     pa, pb = impl.dt_placement(*a), impl.dt_placement(*b)
     expected = oracle_placement(*a) == oracle_placement(*b)
     context = f"{a[0]}{a[1:]} vs {b[0]}{b[1:]}"
-    judge.assert_equal("a == b", pa == pb, expected, context)
-    judge.assert_equal("a != b", pa != pb, not expected, context)
+    judge.assert_equal("a == b", pa == pb, expected, context, rule="DT-PLACE-8")
+    judge.assert_equal("a != b", pa != pb, not expected, context, rule="DT-PLACE-8")
     if expected:
-        judge.assert_equal("hash(a) == hash(b)", hash(pa) == hash(pb), True, context)
+        judge.assert_equal("hash(a) == hash(b)", hash(pa) == hash(pb), True, context,
+                           rule="DT-PLACE-8")  # fmt: skip
 
 
 @pytest.mark.rules("DT-PLACE-8")
@@ -75,7 +80,8 @@ def test_equal_placements_collapse_in_a_set(impl):
     judge.requires(impl, "dtensor", "strided_shard")
     made = [("Shard", 0), ("Shard", 0), ("Replicate",), ("Replicate",), ("Partial", "sum"),
             ("Partial",), ("_StridedShard", 0, 2), ("_StridedShard", 0, 2)]  # fmt: skip
-    judge.assert_equal("len(set(...))", len({impl.dt_placement(*c) for c in made}), 4, str(made))
+    judge.assert_equal("len(set(...))", len({impl.dt_placement(*c) for c in made}), 4, str(made),
+                       rule="DT-PLACE-8")  # fmt: skip
 
 
 @pytest.mark.rules("DT-PLACE-9")
@@ -85,8 +91,13 @@ def test_str_is_the_short_notation_and_reads_back(impl, construction):
     _requires_kind(impl, construction)
     expected = oracle_placement(*construction)
     text = str(impl.dt_placement(*construction))
-    judge.assert_equal("str(p)", text, str(expected), f"{construction}")
-    judge.assert_equal("parse(str(p))", v.parse_placement(text), expected, f"{construction}")
+    judge.assert_equal("str(p)", text, str(expected), f"{construction}", rule="DT-PLACE-9")
+    judge.assert_equal("parse(str(p))", v.parse_placement(text), expected, f"{construction}",
+                       rule="DT-PLACE-9")  # fmt: skip
+
+
+# The rule whose API must accept a valid placement list.
+ACCEPTS = {"distribute": "DT-API-4", "from_local": "DT-API-7", "redistribute": "DT-REDIST-1"}
 
 
 @st.composite
@@ -141,7 +152,7 @@ def placement_calls(draw, world_sizes: list[int]):
 
 
 @pytest.mark.rules("DT-PLACE-1", "DT-PLACE-2", "DT-PLACE-3", "DT-PLACE-5", "DT-PLACE-6",
-                   "DT-PLACE-7")  # fmt: skip
+                   "DT-PLACE-7", "DT-API-4", "DT-API-7", "DT-REDIST-1")  # fmt: skip
 @given(data=st.data())
 def test_every_api_checks_its_placement_list_on_every_rank(
     impl, impl_name, world_pool, available_world_sizes, data
@@ -161,10 +172,14 @@ def test_every_api_checks_its_placement_list_on_every_rank(
     result = world_pool.get(world_size).run(
         Case("conformance.tasks.dtensor:with_placements", {"impl": impl_name, **args})
     )
+    if verdict.ok:
+        judge.all_returned(result, rule=ACCEPTS[args["api"]])
     values = judge.assert_collective_verdict(result, verdict)
     if values is None:
         return
     expected = v.format_placements(oracle.normalize(parsed, len(args["shape"])))
     for rank, got in enumerate(values):
+        # one entry per mesh dim (DT-PLACE-1), shard dims normalised (DT-PLACE-2)
+        rule = "DT-PLACE-2" if len(got["placements"]) == len(expected) else "DT-PLACE-1"
         judge.assert_equal(f"rank {rank}: placements", got["placements"], expected,
-                           result.replay_command())  # fmt: skip
+                           result.replay_command(), rule=rule)  # fmt: skip

@@ -40,6 +40,28 @@ def transitions(draw, world_sizes: list[int]):
     }
 
 
+def _blame(mesh: Mesh, rank: int, outside: str, inside: str) -> str:
+    """The rule a wrong result on ``rank`` breaks: ``outside`` on a rank outside the mesh,
+    DT-MESH-8 on a mesh whose ranks are not in ascending order, else ``inside``."""
+    if rank not in mesh.ranks:
+        return outside
+    return "DT-MESH-8" if list(mesh.ranks) != sorted(mesh.ranks) else inside
+
+
+def _transition_rule(source, target, ndim: int) -> str:
+    """The rule of the transition a refused or wrong redistribution breaks: a no-op
+    (DT-REDIST-2), a partition into ``P`` (DT-REDIST-6), a reduction of ``P`` (DT-REDIST-4),
+    else a shard and replicate transition (DT-REDIST-3)."""
+    source, target = normalize(source, ndim), normalize(target, ndim)
+    if source == target:
+        return "DT-REDIST-2"
+    if any(isinstance(t, Partial) and s != t for s, t in zip(source, target, strict=True)):
+        return "DT-REDIST-6"
+    if any(isinstance(s, Partial) for s in source):
+        return "DT-REDIST-4"
+    return "DT-REDIST-3"
+
+
 @pytest.mark.rules(
     "DT-API-1", "DT-API-2", "DT-API-4", "DT-API-5", "DT-API-11", "DT-API-12", "DT-API-13",
     "DT-MESH-8", "DT-LAYOUT-11", "DT-LAYOUT-12", "DT-REDIST-1", "DT-REDIST-2", "DT-REDIST-3",
@@ -56,10 +78,12 @@ def test_every_shard_and_replicate_transition_keeps_the_value_exactly(
     result = world_pool.get(world_size).run(
         Case("conformance.tasks.dtensor:distribute_redistribute", {"impl": impl_name, **args})
     )
-    values = judge.all_returned(result)
+    source, target = parse_placements(args["source"]), parse_placements(args["target"])
+    # The case first distributes from the mesh's first rank, which need not be rank 0: a refusal
+    # (the outcomes do not say of which call) is blamed on that source rank.
+    values = judge.all_returned(result, rule="DT-API-2")
     context = result.replay_command()
     mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
-    source, target = parse_placements(args["source"]), parse_placements(args["target"])
     value = make_global(args["shape"], args["dtype"], args["seed"])
     sources = {r: value for r in range(world_size)}
     distributed = dt_api.distribute_tensor(sources, mesh, source, world_size, mesh.ranks[0])
@@ -67,19 +91,26 @@ def test_every_shard_and_replicate_transition_keeps_the_value_exactly(
         distributed, args["shape"], mesh, source, target, world_size
     )
     full = dt_api.full_tensor(moved, args["shape"], mesh, target, world_size)
+    transition = _transition_rule(source, target, len(args["shape"]))
     for rank, got in enumerate(values):
         where = f"rank {rank}"
         judge.assert_tensor_exact(f"{where}: distributed local", got["distributed"],
-                                  distributed[rank], context)  # fmt: skip
+                                  distributed[rank], context,
+                                  rule=_blame(mesh, rank, "DT-API-13", "DT-API-2"))  # fmt: skip
         judge.assert_tensor_exact(f"{where}: redistributed local", got["redistributed"],
-                                  moved[rank], context)  # fmt: skip
-        judge.assert_tensor_exact(f"{where}: full_tensor", got["full"], full[rank], context)
+                                  moved[rank], context,
+                                  rule=_blame(mesh, rank, "DT-REDIST-14", transition))  # fmt: skip
+        judge.assert_tensor_exact(f"{where}: full_tensor", got["full"], full[rank], context,
+                                  rule=_blame(mesh, rank, "DT-API-13", "DT-REDIST-1"))  # fmt: skip
         if rank in mesh.ranks:
-            judge.assert_equal(f"{where}: shape", got["describe"]["shape"], args["shape"], context)
-            judge.assert_equal(f"{where}: dtype", got["describe"]["dtype"], args["dtype"], context)
-        judge.assert_equal(f"{where}: input unchanged", got["input_unchanged"], True, context)
+            judge.assert_equal(f"{where}: shape", got["describe"]["shape"], args["shape"], context,
+                               rule="DT-REDIST-13")  # fmt: skip
+            judge.assert_equal(f"{where}: dtype", got["describe"]["dtype"], args["dtype"], context,
+                               rule="DT-REDIST-13")  # fmt: skip
+        judge.assert_equal(f"{where}: input unchanged", got["input_unchanged"], True, context,
+                           rule="DT-API-5")  # fmt: skip
         judge.assert_equal(f"{where}: source DTensor unchanged", got["source_local_unchanged"],
-                           True, context)  # fmt: skip
+                           True, context, rule="DT-REDIST-12")  # fmt: skip
 
 
 OPS = ["sum", "avg", "min", "max", "product"]
@@ -127,9 +158,9 @@ def _partial_parts(args) -> tuple[str | None, list[torch.Tensor]]:
 
 
 @pytest.mark.rules(
-    "DT-REDIST-1", "DT-REDIST-2", "DT-REDIST-4", "DT-REDIST-5", "DT-REDIST-6", "DT-REDIST-7",
-    "DT-REDIST-8", "DT-REDIST-9", "DT-REDIST-10", "DT-REDIST-11", "DT-REDIST-12", "DT-REDIST-13",
-    "DT-PLACE-11",
+    "DT-REDIST-1", "DT-REDIST-2", "DT-REDIST-3", "DT-REDIST-4", "DT-REDIST-5", "DT-REDIST-6",
+    "DT-REDIST-7", "DT-REDIST-8", "DT-REDIST-9", "DT-REDIST-10", "DT-REDIST-11", "DT-REDIST-12",
+    "DT-REDIST-13", "DT-REDIST-14", "DT-PLACE-1", "DT-PLACE-11",
 )  # fmt: skip
 @given(data=st.data())
 def test_partial_sources_reduce_and_partial_targets_partition(
@@ -160,6 +191,8 @@ def test_partial_sources_reduce_and_partial_targets_partition(
     result = world_pool.get(world_size).run(
         Case("conformance.tasks.dtensor:partial_redistribute", case_args)
     )
+    if verdict.ok:
+        judge.all_returned(result, rule=_transition_rule(source, target, len(args["shape"])))
     values = judge.assert_collective_verdict(result, verdict)
     if values is None:
         return
@@ -175,6 +208,7 @@ def test_partial_sources_reduce_and_partial_targets_partition(
     n_new = math.prod(k for k, s, t in zip(mesh.shape, source, target, strict=True)
                       if isinstance(t, Partial) and s != t)  # fmt: skip
     expected_placements = format_placements(normalize(target, len(args["shape"])))
+    transition = _transition_rule(source, target, len(args["shape"]))
     for rank, got in enumerate(values):
         where = f"rank {rank}"
         if rank in coords:
@@ -182,7 +216,7 @@ def test_partial_sources_reduce_and_partial_targets_partition(
             bound = bound + 2 * eps * moved[rank].double().abs() * bool(reduced.any())
             if not tolerance.within(got["local"], moved[rank], bound):
                 judge.assert_tensor_exact(f"{where}: to_local()", got["local"], moved[rank],
-                                          context)  # fmt: skip
+                                          context, rule=transition)  # fmt: skip
             if full_ok:
                 value = full[rank].double().abs()
                 bound = (reduced + tolerance.partition_tolerance(full[rank], n_new)
@@ -191,10 +225,13 @@ def test_partial_sources_reduce_and_partial_targets_partition(
                     bound = bound + tolerance.tolerance("avg", [full[rank]] * n_new)
                 if not tolerance.within(got["full"], full[rank], bound):
                     judge.assert_tensor_exact(f"{where}: full_tensor()", got["full"], full[rank],
-                                              context)  # fmt: skip
+                                              context, rule="DT-REDIST-1")  # fmt: skip
         else:
-            judge.assert_tensor_exact(f"{where}: to_local()", got["local"], moved[rank], context)
+            judge.assert_tensor_exact(f"{where}: to_local()", got["local"], moved[rank], context,
+                                      rule="DT-REDIST-14")  # fmt: skip
         judge.assert_equal(f"{where}: placements", got["describe"]["placements"],
-                           expected_placements, context)  # fmt: skip
-        judge.assert_equal(f"{where}: shape", got["describe"]["shape"], args["shape"], context)
-        judge.assert_equal(f"{where}: source unchanged", got["source_unchanged"], True, context)
+                           expected_placements, context, rule="DT-REDIST-13")  # fmt: skip
+        judge.assert_equal(f"{where}: shape", got["describe"]["shape"], args["shape"], context,
+                           rule="DT-REDIST-13")  # fmt: skip
+        judge.assert_equal(f"{where}: source unchanged", got["source_unchanged"], True, context,
+                           rule="DT-REDIST-12")  # fmt: skip
