@@ -120,10 +120,12 @@ def assert_collective_verdict(
     result: CaseResult, verdict: Verdict, *, rule: str | None = None
 ) -> list[Any] | None:
     """Every rank returns when the verdict is valid; otherwise every rank raises its type (ERR-6,
-    ERR-7). Returns the values when all returned; a valid case that raised is left to the
-    caller (``all_returned``), which knows the rule."""
+    ERR-7). Returns the values when all returned. A valid case that raised blames ``rule``;
+    a wrong error blames the verdict's rule."""
     __tracebackhide__ = True
-    if verdict.ok or (verdict.optional and result.ok):
+    if verdict.ok:
+        return all_returned(result, rule=rule)
+    if verdict.optional and result.ok:
         return result.values()
     wrong = [
         o for o in result.outcomes if not (isinstance(o, Raised) and o.is_a(verdict.error or ""))
@@ -134,7 +136,7 @@ def assert_collective_verdict(
                 f"every rank should raise {verdict.error} ({verdict.rule}); "
                 f"{len(wrong)} rank(s) did not"
             ),
-            rule or verdict.rule,
+            verdict.rule,
         )
     return None
 

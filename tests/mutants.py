@@ -52,8 +52,8 @@ class TouchingBoxesOverlap(ReferenceAdapter):
 class RedistributeLosesPrecision(ReferenceAdapter):
     """Redistribution through float32, as PyTorch's gather does."""
 
-    def dt_redistribute(self, d, placements):
-        moved = super().dt_redistribute(d, placements)
+    def dt_redistribute(self, d, placements, device_mesh=None):
+        moved = super().dt_redistribute(d, placements, device_mesh)
         local = moved.to_local()
         if local.dtype in (torch.float64, torch.int64):
             local.copy_(local.to(torch.float32).to(local.dtype))
