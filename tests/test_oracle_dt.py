@@ -1,6 +1,7 @@
 """The oracle's DTensor API and redistribute expectations against the worked examples of
 spec/dt-api.md and spec/dt-redistribute.md."""
 
+import itertools
 import math
 
 import pytest
@@ -193,8 +194,45 @@ def test_exactness_of_reductions():
     avg = reduce("avg", parts)
     assert avg.tolist() == [0.3333333432674408, 0.20000000298023224]
     assert tolerance("avg", parts)[0] == 0  # the sum 1.0 is exact
+    eps = torch.finfo(torch.float32).eps
+    assert tolerance("avg", parts)[1] == pytest.approx(2 * eps * 0.6 / 3 + eps * 0.6 / 3)
     assert reduce("sum", [torch.tensor([r, 7]) for r in range(3)]).tolist() == [3, 21]
     assert tolerance("max", parts).eq(0).all()
+
+
+def _orders(op, parts):
+    """The reduction of ``parts`` in every order of the operands and both shapes of tree for four
+    (left fold, pairs), and accumulated in float64 then rounded once, as conforming
+    implementations may."""
+    fold = {"sum": torch.add, "product": torch.mul}[op]
+    for order in itertools.permutations(parts):
+        left = order[0]
+        for x in order[1:]:
+            left = fold(left, x)
+        yield left
+        if len(order) == 4:
+            yield fold(fold(order[0], order[1]), fold(order[2], order[3]))
+    exact = torch.stack([x.double() for x in parts])
+    yield (exact.sum(0) if op == "sum" else exact.prod(0)).to(parts[0].dtype)
+
+
+@pytest.mark.rules("DT-REDIST-5")
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["sum", "product"]),
+    st.sampled_from([torch.float32, torch.float64]),
+    st.lists(st.floats(-1e3, 1e3, allow_subnormal=False, width=32), min_size=2, max_size=4),
+)
+def test_the_rounding_bound_admits_every_evaluation_order(op, dtype, values):
+    """DT-REDIST-5: any order, tree or wider accumulation is within the bound of the left fold
+    the oracle computes, so the suite never rejects a conforming reduction."""
+    parts = [torch.tensor([v], dtype=dtype) for v in values]
+    expected, bound = reduce(op, parts), tolerance(op, parts)
+    for got in _orders(op, parts):
+        assert within(got, expected, bound), (got, expected, bound)
+        if op == "sum":
+            avg = got / len(parts)
+            assert within(avg, reduce("avg", parts), tolerance("avg", parts))
 
 
 @pytest.mark.rules("DT-REDIST-6")
