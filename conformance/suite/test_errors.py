@@ -30,4 +30,5 @@ def test_a_rejected_layout_names_a_rule_of_the_spec(impl, layout):
         bool(named & SPEC_IDS),
         True,
         f"validate({shards}, size={shape}) raised {info.value!r}",
+        rule="ERR-5",
     )

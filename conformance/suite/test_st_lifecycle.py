@@ -111,6 +111,8 @@ def test_construction_from_a_spec_follows_its_layout_and_fill(
         options,
         group,
     )
+    if verdict.ok:  # a valid input refused: the constructor's rule, not the verdict's
+        judge.all_returned(result, rule="ST-LIFE-1")
     values = judge.assert_collective_verdict(result, verdict)
     if values is None or not verdict.ok:
         return
@@ -122,27 +124,34 @@ def test_construction_from_a_spec_follows_its_layout_and_fill(
                           Properties(dtype=dtype, requires_grad=opts["requires_grad"]))  # fmt: skip
     value_of = _expected_fill(args["fill"], opts, dtype)
     for rank, value in enumerate(values):
-        judge.assert_equal(f"rank {rank}: metadata", TensorMeta.from_json(value), meta, context)
+        judge.assert_equal(f"rank {rank}: metadata", TensorMeta.from_json(value), meta, context,
+                           rule="ST-LIFE-1")  # fmt: skip
         mine = local_shards(meta, rank)
         judge.assert_equal(f"rank {rank}: local shards", [m for _, m in value["local"]],
-                           [s.to_json() for s in mine], context)  # fmt: skip
+                           [s.to_json() for s in mine], context, rule="ST-LIFE-1")  # fmt: skip
         for (tensor, _), s in zip(value["local"], mine, strict=True):
             if value_of is not None:
                 want = torch.full(s.sizes, value_of, dtype=torch_dtype(dtype))
-                judge.assert_tensor_exact(f"rank {rank}: local values", tensor, want, context)
+                judge.assert_tensor_exact(f"rank {rank}: local values", tensor, want, context,
+                                          rule="ST-LIFE-2")  # fmt: skip
         judge.assert_equal(f"rank {rank}: leaf requires_grad", value["leaf_requires_grad"],
-                           [opts["requires_grad"]] * len(mine), context)  # fmt: skip
-        judge.assert_equal(f"rank {rank}: size()", value["size()"], list(size), context)
-        judge.assert_equal(f"rank {rank}: size(d)", value["size(d)"], list(size) * 2, context)
-        judge.assert_equal(f"rank {rank}: dim()", value["dim()"], len(size), context)
-        judge.assert_equal(f"rank {rank}: dtype", value["dtype"], dtype, context)
+                           [opts["requires_grad"]] * len(mine), context,
+                           rule="ST-LIFE-2")  # fmt: skip
+        judge.assert_equal(f"rank {rank}: size()", value["size()"], list(size), context,
+                           rule="ST-LIFE-15")  # fmt: skip
+        judge.assert_equal(f"rank {rank}: size(d)", value["size(d)"], list(size) * 2, context,
+                           rule="ST-LIFE-15")  # fmt: skip
+        judge.assert_equal(f"rank {rank}: dim()", value["dim()"], len(size), context,
+                           rule="ST-LIFE-15")  # fmt: skip
+        judge.assert_equal(f"rank {rank}: dtype", value["dtype"], dtype, context,
+                           rule="ST-LIFE-15")  # fmt: skip
         if len(mine) == 1:
             judge.assert_equal(f"rank {rank}: local_tensor().shape",
                                list(value["local_tensor()"].shape), list(mine[0].sizes),
-                               context)  # fmt: skip
+                               context, rule="ST-LIFE-16")  # fmt: skip
         else:
             judge.assert_equal(f"rank {rank}: local_tensor()", value["local_tensor()"],
-                               "NotImplementedError", context)  # fmt: skip
+                               "NotImplementedError", context, rule="ST-LIFE-16")  # fmt: skip
 
 
 SHARD_FAULTS = ["none", "none", "non_contiguous", "src_range", "src_type", "src_differs",
@@ -212,6 +221,10 @@ def test_shard_scatters_the_source_ranks_tensor_or_every_rank_raises(
         {r: TensorInfo(tuple(tensors[r]["shape"]), tensors[r]["dtype"]) for r in group},
         group,
     )
+    # shard gives the source's boxes (ST-LIFE-7), also from a non-contiguous source (ST-LIFE-11)
+    scattered = "ST-LIFE-11" if any(d.get("transposed") for d in tensors) else "ST-LIFE-7"
+    if verdict.ok:  # a valid input refused: shard's rule, not the verdict's
+        judge.all_returned(result, rule=scattered)
     values = judge.assert_collective_verdict(result, verdict)
     if values is None or not result.ok:
         return
@@ -226,15 +239,18 @@ def test_shard_scatters_the_source_ranks_tensor_or_every_rank_raises(
     meta = build_metadata(oracle_spec(args["spec_by_rank"][0]), t["shape"], props)
     expected = shard_tensor(source, meta, group)
     for rank, value in enumerate(values):
-        judge.assert_equal(f"rank {rank}: metadata", TensorMeta.from_json(value), meta, context)
+        judge.assert_equal(f"rank {rank}: metadata", TensorMeta.from_json(value), meta, context,
+                           rule="ST-LIFE-7")  # fmt: skip
         for (tensor, _), want in zip(value["local"], expected[rank], strict=True):
-            judge.assert_tensor_exact(f"rank {rank}: local shard", tensor, want, context)
+            judge.assert_tensor_exact(f"rank {rank}: local shard", tensor, want, context,
+                                      rule=scattered)  # fmt: skip
         judge.assert_equal(f"rank {rank}: leaf requires_grad", value["leaf_requires_grad"],
-                           [args["requires_grad"]] * len(expected[rank]), context)  # fmt: skip
+                           [args["requires_grad"]] * len(expected[rank]), context,
+                           rule="ST-LIFE-7")  # fmt: skip
         judge.assert_equal(f"rank {rank}: local shard aliases the source", value["aliases"],
-                           False, context)  # fmt: skip
+                           False, context, rule="ST-LIFE-7")  # fmt: skip
         judge.assert_equal(f"rank {rank}: source unchanged", value["source_unchanged"], True,
-                           context)  # fmt: skip
+                           context, rule="ERR-9")  # fmt: skip
 
 
 @pytest.mark.rules("ST-LIFE-17", "ST-LIFE-18", "ERR-9", "ERR-10")
@@ -252,24 +268,25 @@ def test_to_cpu_clone_and_pickling_keep_layout_and_values(
         "ranks": data.draw(st.permutations(range(world_size))),
     }
     result = world_pool.get(world_size).run(Case(f"{TASKS}:copies", {"impl": impl_name, **args}))
-    values = judge.all_returned(result)
+    values = judge.all_returned(result, rule="ST-LIFE-17")
     context = result.replay_command()
     for rank, value in enumerate(values):
         original = value["original"]
         for key in ("to_same", "cpu", "clone", "loaded"):
+            rule = "ST-LIFE-18" if key == "loaded" else "ST-LIFE-17"
             judge.assert_equal(f"rank {rank}: {key} metadata", TensorMeta.from_json(value[key]),
-                               TensorMeta.from_json(original), context)  # fmt: skip
+                               TensorMeta.from_json(original), context, rule=rule)  # fmt: skip
             for (a, _), (b, _) in zip(value[key]["local"], original["local"], strict=True):
-                judge.assert_tensor_exact(f"rank {rank}: {key} local", a, b, context)
+                judge.assert_tensor_exact(f"rank {rank}: {key} local", a, b, context, rule=rule)
         converted = value["to_float64"]
         judge.assert_equal(f"rank {rank}: to(float64) dtype", converted["properties"]["dtype"],
-                           "float64", context)  # fmt: skip
+                           "float64", context, rule="ST-LIFE-17")  # fmt: skip
         judge.assert_equal(f"rank {rank}: to(float64) shards", converted["shards"],
-                           original["shards"], context)  # fmt: skip
+                           original["shards"], context, rule="ST-LIFE-17")  # fmt: skip
         for (a, _), (b, _) in zip(converted["local"], original["local"], strict=True):
             judge.assert_tensor_exact(f"rank {rank}: to(float64) local", a,
-                                      b.to(torch.float64), context)  # fmt: skip
+                                      b.to(torch.float64), context, rule="ST-LIFE-17")  # fmt: skip
         judge.assert_equal(f"rank {rank}: t unchanged by to", value["unchanged_by_to"], True,
-                           context)  # fmt: skip
+                           context, rule="ST-LIFE-17")  # fmt: skip
         judge.assert_equal(f"rank {rank}: clone shares storage", value["clone_shares_storage"],
-                           False, context)  # fmt: skip
+                           False, context, rule="ST-LIFE-17")  # fmt: skip

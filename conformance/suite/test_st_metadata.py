@@ -60,11 +60,15 @@ def test_shard_metadata_accepts_exactly_non_negative_int_boxes(api, args):
     verdict = shard_metadata_verdict(offsets, sizes, placement)
     context = f"ShardMetadata({offsets}, {sizes}, {placement!r})"
     made = judge.assert_pure_verdict(
-        lambda: api.ShardMetadata(offsets, sizes, placement), verdict, context
+        lambda: api.ShardMetadata(offsets, sizes, placement), verdict, context, rule="ST-META-1"
     )
     if verdict == VALID:
-        judge.assert_equal("len(shard_offsets)", len(made.shard_offsets), len(offsets), context)
-        judge.assert_equal("list(shard_sizes)", list(made.shard_sizes), sizes, context)
+        judge.assert_equal(
+            "len(shard_offsets)", len(made.shard_offsets), len(offsets), context, rule="ST-META-1"
+        )
+        judge.assert_equal(
+            "list(shard_sizes)", list(made.shard_sizes), sizes, context, rule="ST-META-1"
+        )
 
 
 @pytest.mark.rules("ST-META-7", "ERR-2")
@@ -109,12 +113,17 @@ def test_placement_strings_follow_the_grammar_and_print_canonically(api, text):
     except ValueError:
         verdict = value_error("ST-META-5")
     context = f"placement({text!r})"
-    parsed = judge.assert_pure_verdict(lambda: api.placement(text), verdict, context)
+    parsed = judge.assert_pure_verdict(
+        lambda: api.placement(text), verdict, context, rule="ST-META-5"
+    )
     if verdict == VALID:
-        judge.assert_equal("rank()", parsed.rank(), expected.rank, context)
-        judge.assert_equal("device()", parsed.device(), torch.device(expected.device), context)
+        # What the string means is the grammar's (ST-META-5); how it prints is ST-META-6's.
+        judge.assert_equal("rank()", parsed.rank(), expected.rank, context, rule="ST-META-5")
+        judge.assert_equal(
+            "device()", parsed.device(), torch.device(expected.device), context, rule="ST-META-5"
+        )
         if expected.rank is not None:
-            judge.assert_equal("str()", str(parsed), str(expected), context)
+            judge.assert_equal("str()", str(parsed), str(expected), context, rule="ST-META-6")
 
 
 @pytest.mark.rules("ST-META-6")
@@ -124,18 +133,21 @@ def test_placements_compare_by_rank_and_device(api):
         api.placement("rank:0/cpu") == api.placement("rank:00/cpu"),
         True,
         "placement equality",
+        rule="ST-META-6",
     )
     judge.assert_equal(
         "rank:0/cpu == rank:0/cpu:0",
         api.placement("rank:0/cpu") == api.placement("rank:0/cpu:0"),
         False,
         "placement equality",
+        rule="ST-META-6",
     )
     judge.assert_equal(
         "rank:0/cpu == rank:1/cpu",
         api.placement("rank:0/cpu") == api.placement("rank:1/cpu"),
         False,
         "placement equality",
+        rule="ST-META-6",
     )
 
 
@@ -166,9 +178,9 @@ def test_shard_metadata_equality_is_by_value_whatever_the_sequence_type(api, a, 
     context = (
         f"SM({tuple(o1)}, {tuple(s1)}, {placements[0]!r}) == SM({o2}, {s2}, {placements[1]!r})"
     )
-    judge.assert_equal("==", left == right, expected, context)
+    judge.assert_equal("==", left == right, expected, context, rule="ST-META-4")
     if expected:
-        judge.assert_equal("hash equal", hash(left) == hash(right), True, context)
+        judge.assert_equal("hash equal", hash(left) == hash(right), True, context, rule="ST-META-4")
 
 
 @pytest.mark.rules("ST-META-8")
@@ -180,11 +192,13 @@ def test_tensor_properties_defaults_are_read_when_created(api):
     finally:
         torch.set_default_dtype(before)
     context = "set_default_dtype(float64); TensorProperties()"
-    judge.assert_equal("dtype", props.dtype, torch.float64, context)
-    judge.assert_equal("layout", props.layout, torch.strided, context)
-    judge.assert_equal("requires_grad", props.requires_grad, False, context)
-    judge.assert_equal("memory_format", props.memory_format, torch.contiguous_format, context)
-    judge.assert_equal("pin_memory", props.pin_memory, False, context)
+    judge.assert_equal("dtype", props.dtype, torch.float64, context, rule="ST-META-8")
+    judge.assert_equal("layout", props.layout, torch.strided, context, rule="ST-META-8")
+    judge.assert_equal("requires_grad", props.requires_grad, False, context, rule="ST-META-8")
+    judge.assert_equal(
+        "memory_format", props.memory_format, torch.contiguous_format, context, rule="ST-META-8"
+    )
+    judge.assert_equal("pin_memory", props.pin_memory, False, context, rule="ST-META-8")
 
 
 PROPERTIES = st.builds(
@@ -219,9 +233,17 @@ def test_tensor_properties_serialise_to_the_encoded_five_tuple(api, props):
         encoding.value,
         pin_memory,
     )
-    judge.assert_equal("state", actual, serialized(props), context)
-    judge.assert_equal("encoding type", type(encoding), api.MEM_FORMAT_ENCODING, context)
-    judge.assert_equal("pickle round trip", pickle.loads(pickle.dumps(made)) == made, True, context)
+    judge.assert_equal("state", actual, serialized(props), context, rule="ST-META-9")
+    judge.assert_equal(
+        "encoding type", type(encoding), api.MEM_FORMAT_ENCODING, context, rule="ST-META-9"
+    )
+    judge.assert_equal(
+        "pickle round trip",
+        pickle.loads(pickle.dumps(made)) == made,
+        True,
+        context,
+        rule="ST-META-12",
+    )
 
 
 @pytest.mark.rules("ST-META-10", "ERR-1")
@@ -259,29 +281,50 @@ def test_sharded_tensor_metadata_compares_in_order_and_pickles_by_value(api, dat
     shards = [api.ShardMetadata(o, s, p) for o, s, p in boxes]
     meta = api.ShardedTensorMetadata(shards, torch.Size(size), _torch_properties(api, props))
     context = f"ShardedTensorMetadata({boxes}, {size}, {props})"
-    judge.assert_equal("list(shards_metadata)", list(meta.shards_metadata), shards, context)
-    judge.assert_equal("size", meta.size, torch.Size(size), context)
+    judge.assert_equal(
+        "list(shards_metadata)", list(meta.shards_metadata), shards, context, rule="ST-META-11"
+    )
+    judge.assert_equal("size", meta.size, torch.Size(size), context, rule="ST-META-11")
     back = pickle.loads(pickle.dumps(meta))
-    judge.assert_equal("pickle round trip", back == meta, True, context)
+    judge.assert_equal("pickle round trip", back == meta, True, context, rule="ST-META-12")
     judge.assert_equal(
         "placements after pickling",
         [(m.placement.rank(), m.placement.device()) for m in back.shards_metadata],
         [(m.placement.rank(), m.placement.device()) for m in shards],
         context,
+        rule="ST-META-12",
     )
     for m in shards:
         judge.assert_equal(
-            "ShardMetadata round trip", pickle.loads(pickle.dumps(m)) == m, True, context
+            "ShardMetadata round trip",
+            pickle.loads(pickle.dumps(m)) == m,
+            True,
+            context,
+            rule="ST-META-12",
         )
     reordered = shards[::-1]
     other = api.ShardedTensorMetadata(reordered, torch.Size(size), _torch_properties(api, props))
-    judge.assert_equal("equal after reversing shards", other == meta, reordered == shards, context)
+    judge.assert_equal(
+        "equal after reversing shards",
+        other == meta,
+        reordered == shards,
+        context,
+        rule="ST-META-11",
+    )
 
 
 @pytest.mark.rules("ST-META-11")
 def test_sharded_tensor_metadata_defaults(api):
     meta = api.ShardedTensorMetadata()
     context = "ShardedTensorMetadata()"
-    judge.assert_equal("shards_metadata", list(meta.shards_metadata), [], context)
-    judge.assert_equal("size", meta.size, torch.Size([]), context)
-    judge.assert_equal("tensor_properties", meta.tensor_properties, api.TensorProperties(), context)
+    judge.assert_equal(
+        "shards_metadata", list(meta.shards_metadata), [], context, rule="ST-META-11"
+    )
+    judge.assert_equal("size", meta.size, torch.Size([]), context, rule="ST-META-11")
+    judge.assert_equal(
+        "tensor_properties",
+        meta.tensor_properties,
+        api.TensorProperties(),
+        context,
+        rule="ST-META-11",
+    )

@@ -43,16 +43,34 @@ def test_chunk_metadata_of_any_size_dim_and_placements(impl, spec):
     oracle_spec = ChunkSpec(dim, tuple(placements))
     verdict = build_metadata_verdict(oracle_spec, shape)
     actual = judge.assert_pure_verdict(
-        lambda: impl.st_chunk_metadata(shape, dim, placements), verdict, context
+        lambda: impl.st_chunk_metadata(shape, dim, placements), verdict, context, rule="ST-SPEC-1"
     )
     if verdict == VALID:
         expected = [
             {"offsets": list(s.offsets), "sizes": list(s.sizes), "placement": s.placement}
             for s in chunk_shards(shape, oracle_spec)
         ]
-        judge.assert_equal("shards", actual, expected, context)
+        rule = _chunk_rule(actual, expected, dim % len(shape))
+        judge.assert_equal("shards", actual, expected, context, rule=rule)
         again = impl.st_chunk_metadata(shape, dim, placements)
-        judge.assert_equal("shards of a second call", again, actual, context)
+        judge.assert_equal("shards of a second call", again, actual, context, rule="ST-SPEC-10")
+
+
+def _chunk_rule(actual, expected, d: int) -> str:
+    """The rule a wrong chunk layout breaks: ST-SPEC-2 when only the offsets of empty chunks
+    differ, ST-SPEC-5 when only placements do, otherwise ST-SPEC-1."""
+    if not isinstance(actual, list) or len(actual) != len(expected):
+        return "ST-SPEC-1"
+    wrong = [(a, e) for a, e in zip(actual, expected, strict=True) if a != e]
+    if all(_differs_only_in("offsets", a, e) and e["sizes"][d] == 0 for a, e in wrong):
+        return "ST-SPEC-2"
+    if all(_differs_only_in("placement", a, e) for a, e in wrong):
+        return "ST-SPEC-5"
+    return "ST-SPEC-1"
+
+
+def _differs_only_in(key: str, actual, expected: dict) -> bool:
+    return isinstance(actual, dict) and actual == {**expected, key: actual.get(key)}
 
 
 def _props(api):
@@ -114,15 +132,21 @@ def test_enumerable_spec_builds_exactly_the_tilings_in_the_given_order(impl, cas
     context = f"EnumerableShardingSpec({[str(s) for s in shards]}).build_metadata({shape})"
     made = [api.ShardMetadata(list(s.offsets), list(s.sizes), s.placement) for s in shards]
     verdict = enumerable_spec_verdict(shards)
-    spec = judge.assert_pure_verdict(lambda: api.EnumerableShardingSpec(made), verdict, context)
+    spec = judge.assert_pure_verdict(
+        lambda: api.EnumerableShardingSpec(made), verdict, context, rule="ST-SPEC-11"
+    )
     if not verdict.ok:
         return
     verdict = build_metadata_verdict(EnumerableSpec(tuple(shards)), shape)
     props = _props(api)
     built = judge.assert_pure_verdict(
-        lambda: spec.build_metadata(torch.Size(shape), props), verdict, context
+        lambda: spec.build_metadata(torch.Size(shape), props), verdict, context, rule="ST-SPEC-12"
     )
     if verdict.ok:
-        judge.assert_equal("shards_metadata", list(built.shards_metadata), made, context)
-        judge.assert_equal("size", built.size, torch.Size(shape), context)
-        judge.assert_equal("tensor_properties", built.tensor_properties, props, context)
+        judge.assert_equal(
+            "shards_metadata", list(built.shards_metadata), made, context, rule="ST-SPEC-12"
+        )
+        judge.assert_equal("size", built.size, torch.Size(shape), context, rule="ST-SPEC-12")
+        judge.assert_equal(
+            "tensor_properties", built.tensor_properties, props, context, rule="ST-SPEC-12"
+        )

@@ -64,8 +64,9 @@ def test_a_layout_is_accepted_exactly_when_it_tiles_the_tensor(impl, layout):
     verdict = layout_verdict(
         TensorMeta(tuple(ShardMeta.from_json(s) for s in shards), tuple(shape))
     )
+    # A valid layout refused is most likely an overlap seen where ST-VALID-1 sees none.
     judge.assert_pure_verdict(lambda: impl.st_validate(shards, shape), verdict,
-                              f"validate({shards}, size={shape})")  # fmt: skip
+                              f"validate({shards}, size={shape})", rule="ST-VALID-1")  # fmt: skip
 
 
 @pytest.mark.rules("ST-VALID-1")
@@ -185,19 +186,23 @@ def test_construction_from_local_shards_checks_every_rank_and_keeps_the_data(
         verdict = init_from_local_shards_verdict(inputs, dict(enumerate(args["size_by_rank"])),
                                                  group)  # fmt: skip
         expected = init_from_local_shards_metadata(inputs, args["size_by_rank"][0], group)
+        built, kept = "ST-LIFE-12", "ST-LIFE-13"  # the rules of the layout, of the local shards
     else:
         metas = {r: TensorMeta.from_json(args["metadata_by_rank"][r]) for r in group}
         verdict = init_with_global_metadata_verdict(inputs, metas, group)
         expected = metas[0]
+        built = kept = "ST-LIFE-14"
+    if verdict.ok:  # a valid input refused: the constructor's rule, not the verdict's
+        judge.all_returned(result, rule=built)
     values = judge.assert_collective_verdict(result, verdict)
     if values is None or not verdict.ok:
         return
     context = result.replay_command()
     for rank, value in enumerate(values):
         judge.assert_equal(f"rank {rank}: metadata", TensorMeta.from_json(value), expected,
-                           context)  # fmt: skip
+                           context, rule=built)  # fmt: skip
         judge.assert_equal(f"rank {rank}: local shards", [m for _, m in value["local"]],
                            [s["metadata"] for s in args["shards_by_rank"][rank]],
-                           context)  # fmt: skip
+                           context, rule=kept)  # fmt: skip
         judge.assert_equal(f"rank {rank}: given values kept", value["given_values_kept"],
-                           [True] * len(value["local"]), context)  # fmt: skip
+                           [True] * len(value["local"]), context, rule=kept)  # fmt: skip
