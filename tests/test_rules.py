@@ -3,8 +3,10 @@ conformance suite's citations of rules are checked against it."""
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +76,60 @@ def test_the_rules_command_lists_every_rule(spec_rules, capsys):
     for rule in spec_rules:
         assert re.search(rf"^{re.escape(rule.id)} +\d+ test\(s\)", out, re.M), rule.id
     assert f"{len(spec_rules)} rules, " in out
+
+
+# The judge's checks that must say which rule they enforce; the verdict checks take theirs from
+# the oracle's verdict.
+NEEDS_A_RULE = {"assert_equal", "assert_tensor_exact", "all_returned", "fail"}
+
+
+def _checks_without_a_rule(path: Path, known: set[str]) -> list[str]:
+    """Judge calls in one suite file that name no rule, a rule the spec lacks, or (in a test
+    function) a rule the test does not cite."""
+    problems = []
+
+    def cited_by(function: ast.FunctionDef) -> set[str] | None:
+        ids = [
+            arg.value
+            for deco in function.decorator_list
+            if isinstance(deco, ast.Call) and ast.unparse(deco.func) == "pytest.mark.rules"
+            for arg in deco.args
+            if isinstance(arg, ast.Constant)
+        ]
+        return set(ids) if ids else None
+
+    for function in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        cited = cited_by(function)
+        for call in ast.walk(function):
+            if not (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and ast.unparse(call.func.value) == "judge"
+            ):
+                continue
+            rule = next((k.value for k in call.keywords if k.arg == "rule"), None)
+            if call.func.attr == "fail" and len(call.args) > 1:
+                rule = call.args[1]
+            where = f"{path.name}:{call.lineno} judge.{call.func.attr}"
+            if rule is None:
+                if call.func.attr in NEEDS_A_RULE:
+                    problems.append(f"{where} names no rule")
+                continue
+            if isinstance(rule, ast.Constant) and isinstance(rule.value, str):
+                if rule.value not in known:
+                    problems.append(f"{where} names {rule.value}, which the spec lacks")
+                elif cited is not None and rule.value not in cited:
+                    problems.append(f"{where} names {rule.value}, which its test does not cite")
+    return problems
+
+
+def test_every_check_of_the_suite_names_the_rule_it_enforces(spec_rules):
+    known = {rule.id for rule in spec_rules}
+    problems = [
+        problem
+        for path in sorted(rules.SUITE.glob("test_*.py"))
+        for problem in _checks_without_a_rule(path, known)
+    ]
+    assert not problems, "\n".join(problems)

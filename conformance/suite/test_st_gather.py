@@ -80,17 +80,7 @@ def out_rule(out, expected: torch.Tensor) -> str:
     """The rule a wrong gathered ``out`` breaks: ST-GATHER-10 when it differs from the global
     tensor only as a trip through float32 would make it (inexact transport), otherwise
     ST-GATHER-1 (data missing or in the wrong place)."""
-    return "ST-GATHER-10" if float32_rounding_only(out, expected) else "ST-GATHER-1"
-
-
-def float32_rounding_only(actual, expected: torch.Tensor) -> bool:
-    """Whether ``actual`` equals ``expected`` once both are rounded to float32."""
-    return (
-        isinstance(actual, torch.Tensor)
-        and actual.dtype == expected.dtype
-        and actual.shape == expected.shape
-        and bool(torch.equal(actual.to(torch.float32), expected.to(torch.float32)))
-    )
+    return "ST-GATHER-10" if judge.rounded_through_float32(out, expected) else "ST-GATHER-1"
 
 
 GATHER_FAULTS = ["none", "strided_out", "dst_range", "dst_type", "dst_differs", "out_none",

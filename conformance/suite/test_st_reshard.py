@@ -19,7 +19,6 @@ from conformance.oracle.st_sharding_spec import (
     chunk_shards,
 )
 from conformance.oracle.tensors import make_global
-from conformance.suite.test_st_gather import float32_rounding_only
 from conformance.world import Case
 
 FAULTS = ["none", "none", "identity", "enum_source", "enum_target", "repeat", "missing",
@@ -121,7 +120,7 @@ def test_reshard_equals_sharding_the_gathered_tensor(
         judge.assert_equal(f"rank {rank}: number of local shards", len(value["local"]),
                            len(expected[rank]), context, rule=rule)  # fmt: skip
         for (tensor, _), want in zip(value["local"], expected[rank], strict=True):
-            exact = "ST-RESHARD-11" if float32_rounding_only(tensor, want) else rule
+            exact = "ST-RESHARD-11" if judge.rounded_through_float32(tensor, want) else rule
             judge.assert_tensor_exact(f"rank {rank}: local shard", tensor, want, context,
                                       rule=exact)  # fmt: skip
 
