@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis.errors import Unsatisfiable
 
-from conformance import adapters, known_failures, profiles, rules
+from conformance import adapters, judge, known_failures, profiles, rules
 from conformance import report as rule_report
 from conformance.world import attach
 from conformance.world.attach import AttachedWorld
@@ -22,6 +23,7 @@ from conformance.world.pool import World, WorldPool
 profiles.register()
 
 _XFAILS = pytest.StashKey[list[known_failures.XFail]]()
+_KNOWN_RULES = pytest.StashKey[tuple[str, ...]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -196,12 +198,17 @@ def _label_with_rules(items: list[pytest.Item]) -> None:
 
 
 def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test entry makes its tests strict xfails; a rule entry tells them which rules' failures
+    to count and go on past (``judge.fail``)."""
     entries = config.stash[_XFAILS]
     used: set[int] = set()
     for item in items:
         for entry in entries:
             if known_failures.matches(entry, item.nodeid):
-                item.add_marker(pytest.mark.xfail(reason=entry.reason, strict=True))
+                if entry.rules:
+                    item.stash[_KNOWN_RULES] = item.stash.get(_KNOWN_RULES, ()) + entry.rules
+                else:
+                    item.add_marker(pytest.mark.xfail(reason=entry.reason, strict=True))
                 used.add(entry.line)
     path = config.getoption("--xfails")
     for entry in entries:
@@ -213,14 +220,31 @@ def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> Non
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Tell the judge which rules' failures this test expects; report those it met."""
+    judge.KNOWN.start(item.stash.get(_KNOWN_RULES, ()))
+    yield
+    if judge.KNOWN.seen:
+        item.user_properties.append(("known", ",".join(sorted(judge.KNOWN.seen))))
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
-    """Put the rules a failed check enforces (``judge.fail``) on the report, for the table."""
+    """Put the rules a failed check enforces (``judge.fail``) on the report, for the table. A
+    property whose every example met a known failure has nothing left to judge: Hypothesis
+    calls it unsatisfiable, and it is reported as an expected failure instead."""
     outcome = yield
     report = outcome.get_result()
-    if call.excinfo is not None and report.when == "call":
-        violated = sorted(set(_violated(call.excinfo.value)))
-        if violated:
-            report.user_properties.append(("violated", ",".join(violated)))
+    if call.excinfo is None or report.when != "call":
+        return
+    violated = sorted(set(_violated(call.excinfo.value)))
+    if violated:
+        report.user_properties.append(("violated", ",".join(violated)))
+    if isinstance(call.excinfo.value, Unsatisfiable) and judge.KNOWN.seen:
+        report.outcome = "skipped"
+        report.wasxfail = "every example met a known failure of " + ", ".join(
+            sorted(judge.KNOWN.seen)
+        )
 
 
 def _violated(exc: BaseException) -> Iterator[str]:
@@ -238,6 +262,7 @@ class _RuleResults:
         self.config = config
         self.table = rule_report.RuleTable()
         self.known = {rule.id for rule in rules.load()}
+        self.known_seen: dict[str, set[str]] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         properties = dict(report.user_properties)
@@ -247,16 +272,19 @@ class _RuleResults:
         skipped = report.skipped and isinstance(report.longrepr, tuple)
         reason = report.longrepr[2].removeprefix("Skipped: ") if skipped else ""
         verdict = rule_report.verdict_of(report.outcome, hasattr(report, "wasxfail"), reason)
-        cited = properties["rules"].split(",")
+        size = properties["world_size"]
         violated = [r for r in properties.get("violated", "").split(",") if r in self.known]
-        if violated and verdict in ("fail", "xfail"):
-            self.table.add(violated, properties["world_size"], verdict)
-            others = [r for r in cited if r not in violated]
-            self.table.add(others, properties["world_size"], rule_report.BLOCKED)
-        else:
-            self.table.add(cited, properties["world_size"], verdict)
+        known = [r for r in properties.get("known", "").split(",") if r in self.known]
+        self.known_seen.setdefault(report.nodeid, set()).update(known)
+        stopped_by = violated if verdict in ("fail", "xfail") else []
+        self.table.add(stopped_by, size, verdict)
+        self.table.add([r for r in known if r not in stopped_by], size, "xfail")
+        rest = [r for r in properties["rules"].split(",") if r not in stopped_by + known]
+        ended_early = stopped_by or (known and verdict == "xfail")
+        self.table.add(rest, size, rule_report.BLOCKED if ended_early else verdict)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        self._report_unmet_known_failures(terminalreporter)
         if not self.table.cells:
             return
         order = [rule.id for rule in rules.load()]
@@ -272,3 +300,17 @@ class _RuleResults:
         if summary:
             with open(summary, "a") as out:
                 out.write("## shardspec conformance\n\n" + markdown)
+
+    def _report_unmet_known_failures(self, terminalreporter) -> None:
+        """Rule entries of the xfails file that no test of this run met: the rule may be fixed,
+        or the run did not draw a case that shows it."""
+        path = self.config.getoption("--xfails")
+        for entry in self.config.stash[_XFAILS]:
+            ran = [n for n in self.known_seen if known_failures.matches(entry, n)]
+            met = set().union(*(self.known_seen[n] for n in ran))
+            unmet = [r for r in entry.rules if r not in met]
+            if ran and unmet:
+                terminalreporter.write_line(
+                    f"{path}:{entry.line}: known failure of {' '.join(unmet)} in "
+                    f"{entry.test_id} not met in this run"
+                )

@@ -109,3 +109,73 @@ def test_nccl_worlds_skip_with_the_reason_when_there_is_no_gpu(inner):
 def test_worlds_work_under_xdist(inner):
     result = run(inner, "-k", "sum", "-n", "2", "--world-sizes", "1,2,3,4")
     result.assert_outcomes(passed=4)
+
+
+RULE_LEVEL_TESTS = """
+import pytest
+from hypothesis import given, strategies as st
+from conformance import judge
+
+@pytest.mark.rules("ST-GATHER-1", "ST-GATHER-2")
+@given(st.integers(0, 9))
+def test_sometimes_breaks_one_rule(x):
+    judge.assert_equal("x < 5", x < 5, True, str(x), rule="ST-GATHER-1")
+    judge.assert_equal("x >= 0", x >= 0, True, str(x), rule="ST-GATHER-2")
+
+@pytest.mark.rules("ST-RESHARD-1", "ST-RESHARD-2")
+@given(st.integers(0, 9))
+def test_always_breaks_one_rule(x):
+    judge.assert_equal("x > 9", x > 9, True, str(x), rule="ST-RESHARD-1")
+
+@pytest.mark.rules("ST-SPEC-1", "ST-SPEC-2")
+def test_one_example_breaks_one_rule():
+    judge.assert_equal("answer", 41, 42, "example", rule="ST-SPEC-1")
+
+@pytest.mark.rules("DT-MESH-1")
+def test_never_breaks():
+    judge.assert_equal("answer", 42, 42, "example", rule="DT-MESH-1")
+"""
+
+
+def test_a_rule_entry_counts_its_failures_and_judges_the_other_rules(pytester):
+    pytester.makepyfile(test_rule_level=RULE_LEVEL_TESTS)
+    pytester.path.joinpath("xfails.txt").write_text(
+        "# planted\n"
+        "test_rule_level.py::test_sometimes_breaks_one_rule ST-GATHER-1\n"
+        "test_rule_level.py::test_always_breaks_one_rule ST-RESHARD-1\n"
+        "test_rule_level.py::test_one_example_breaks_one_rule ST-SPEC-1\n"
+        "test_rule_level.py::test_never_breaks DT-MESH-1\n"
+    )
+    result = run(pytester, "--xfails", "xfails.txt", "-rx")
+    result.assert_outcomes(passed=2, xfailed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "xfails.txt:5: known failure of DT-MESH-1 in *test_never_breaks not met in this run",
+            "ST-SPEC-1     xfail",
+            "ST-SPEC-2     blocked",
+            "ST-GATHER-1   xfail",
+            "ST-GATHER-2   pass",
+            "ST-RESHARD-1  xfail",
+            "ST-RESHARD-2  blocked",
+            "DT-MESH-1     pass",
+            "*test_always_breaks_one_rule*every example met a known failure of ST-RESHARD-1*",
+            "*test_one_example_breaks_one_rule*known failure of ST-SPEC-1: answer=41*",
+        ]
+    )
+
+
+def test_an_unknown_rule_failure_still_fails_a_test_with_rule_entries(pytester):
+    pytester.makepyfile(test_rule_level=RULE_LEVEL_TESTS)
+    pytester.path.joinpath("xfails.txt").write_text(
+        "test_rule_level.py::test_sometimes_breaks_one_rule ST-GATHER-2  # not the one it breaks\n"
+    )
+    result = run(pytester, "--xfails", "xfails.txt", "-k", "sometimes")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*x < 5=False, but should be True [[]ST-GATHER-1; *"])
+
+
+def test_an_xfail_entry_with_something_other_than_rule_ids_is_refused(inner):
+    inner.path.joinpath("xfails.txt").write_text("test_inner.py::test_fails gather  # reason\n")
+    result = run(inner, "--xfails", "xfails.txt")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*'gather'[]] after 'test_inner.py::test_fails' are not rule*"])
