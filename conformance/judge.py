@@ -12,7 +12,7 @@ blames them all.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
 import pytest
@@ -179,6 +179,30 @@ def assert_collective_verdict(
             verdict.rule,
         )
     return None
+
+
+def assert_verdicts_by_rank(
+    result: CaseResult, verdicts: Mapping[int, Verdict], *, rule: str
+) -> list[Any]:
+    """Each rank on its own verdict, as a local call is judged (ERR-6): a rank whose verdict is
+    valid returns, one whose verdict is not raises its type (or returns, where the verdict is
+    optional). A refused valid call blames ``rule``, a wrong or missing error the verdict's
+    rule. Returns every rank's value, ``None`` where it raised."""
+    __tracebackhide__ = True
+    blamed = []
+    for o in result.outcomes:
+        verdict = verdicts[o.rank]
+        if verdict.ok and not isinstance(o, Returned):
+            blamed.append((o.rank, "should return", rule))
+        elif not verdict.ok and not (
+            (isinstance(o, Raised) and o.is_a(verdict.error or ""))
+            or (verdict.optional and isinstance(o, Returned))
+        ):
+            blamed.append((o.rank, f"should raise {verdict.error}", verdict.rule))
+    if blamed:
+        said = "; ".join(f"rank {rank} {what} ({why})" for rank, what, why in blamed)
+        fail(result.report(said), sorted({why for _, _, why in blamed}))
+    return [o.value if isinstance(o, Returned) else None for o in result.outcomes]
 
 
 def all_returned(result: CaseResult, *, rule: str | None = None) -> list[Any]:

@@ -80,7 +80,13 @@ def test_the_rules_command_lists_every_rule(spec_rules, capsys):
 
 # The judge's checks that must say which rule they enforce; the verdict checks take theirs from
 # the oracle's verdict.
-NEEDS_A_RULE = {"assert_equal", "assert_tensor_exact", "all_returned", "fail"}
+NEEDS_A_RULE = {
+    "assert_equal",
+    "assert_tensor_exact",
+    "all_returned",
+    "assert_verdicts_by_rank",
+    "fail",
+}
 
 
 def _checks_without_a_rule(path: Path, known: set[str]) -> list[str]:

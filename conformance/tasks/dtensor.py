@@ -124,20 +124,26 @@ def with_placements(
     mesh_ranks: list[int],
     placements: list[str],
     fault: dict[str, Any] | None = None,
+    src_data_rank: Any = "first",
+    run_check: bool = False,
 ) -> dict[str, Any]:
-    """Call ``api`` (``distribute``, ``from_local`` with the global tensor as local and
-    ``run_check=False``, or ``redistribute`` of an all-``R`` DTensor) with ``placements``;
-    ``fault = {"rank", "placements"}`` gives one rank other placements. Reports the result's
-    placements."""
+    """Call ``api`` (``distribute`` with ``src_data_rank``: a global rank, ``None``, or
+    ``"first"`` for ``mesh_ranks[0]``; ``from_local`` with the global tensor as local and
+    ``run_check``; or ``redistribute`` of an all-``R`` DTensor) with ``placements``;
+    ``fault = {"rank", "placements"}`` gives one rank other placements, and with a
+    ``"src_data_rank"`` key another source too. Reports the result's placements."""
     adapter = adapters.load(impl)
     if fault and fault["rank"] == ctx.rank:
         placements = fault["placements"]
+        src_data_rank = fault.get("src_data_rank", src_data_rank)
+    if src_data_rank == "first":
+        src_data_rank = mesh_ranks[0]
     device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
     tensor = make_global(shape, dtype, seed).to(ctx.device)
     if api == "distribute":
-        result = adapter.dt_distribute(tensor, device_mesh, placements, mesh_ranks[0])
+        result = adapter.dt_distribute(tensor, device_mesh, placements, src_data_rank)
     elif api == "from_local":
-        result = adapter.dt_from_local(tensor, device_mesh, placements, False, None, None)
+        result = adapter.dt_from_local(tensor, device_mesh, placements, run_check, None, None)
     else:
         replicated = adapter.dt_distribute(
             tensor, device_mesh, ["R"] * len(mesh_shape), mesh_ranks[0]

@@ -140,10 +140,14 @@ def gather_checked(
 
 def make_spec(api: Any, data: Any, device: torch.device) -> Any:
     """A sharding spec from JSON: ``{"dim", "ranks"}`` (chunk), ``{"boxes": [[offsets, sizes,
-    rank], ...]}`` (enumerable), anything else as given (not a spec)."""
+    rank], ...]}`` (enumerable; a string instead of a rank is the placement as given), anything
+    else as given (not a spec)."""
     if isinstance(data, dict) and "boxes" in data:
         return api.EnumerableShardingSpec(
-            [api.ShardMetadata(o, s, f"rank:{r}/{device}") for o, s, r in data["boxes"]]
+            [
+                api.ShardMetadata(o, s, r if isinstance(r, str) else f"rank:{r}/{device}")
+                for o, s, r in data["boxes"]
+            ]
         )
     if isinstance(data, dict):
         return api.ChunkShardingSpec(data["dim"], placements_of(data["ranks"], device))
@@ -186,10 +190,12 @@ def reshard_checked(
     spec: Any,
     new_spec: Any,
     group: list[int],
+    new_spec_by_rank: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """Build a tensor of ``spec`` on ``group`` (a chunk spec: sharded from group rank 0; an
-    enumerable one: ``zeros``), reshard it to ``new_spec``; report the result and whether the
-    local tensors held before are unchanged (ST-RESHARD-6), also when reshard raised."""
+    enumerable one: ``zeros``), reshard it to ``new_spec`` (to ``new_spec_by_rank[str(rank)]``
+    on the ranks listed there); report the result and whether the local tensors held before
+    are unchanged (ST-RESHARD-6), also when reshard raised."""
     api = adapters.load(impl).st_api()
     process_group = ctx.group(group)
     if ctx.rank not in group:
@@ -202,6 +208,7 @@ def reshard_checked(
         t = api.shard(source, old_spec, src_rank=0, process_group=process_group)
     held = [s.tensor for s in t.local_shards()]
     before = [x.clone() for x in held]
+    new_spec = (new_spec_by_rank or {}).get(str(ctx.rank), new_spec)
     try:
         moved = t.reshard(make_spec(api, new_spec, ctx.device))
     finally:
