@@ -176,6 +176,7 @@ def test_from_local_wraps_checks_and_equalises_replicas(world_pool):
     "DT-API-6",
     "DT-API-8",
     "DT-API-14",
+    "DT-API-15",
     "DT-PLACE-1",
     "DT-PLACE-3",
     "DT-PLACE-6",
@@ -230,6 +231,15 @@ def test_api_errors_are_raised_on_every_rank(world_pool):
                 "run_check": True,
                 "local_shape": [2],
                 "dtype": {"0": "float64", "1": "int64", "2": "float64", "3": "float64"},
+            },
+            "ValueError",
+        ),
+        (
+            "from_local",
+            {
+                "placements": {"0": "S(0)", "1": "S(0)", "2": "R", "3": "S(0)"},
+                "run_check": True,
+                "local_shape": [2],
             },
             "ValueError",
         ),

@@ -118,6 +118,7 @@ def test_integers_and_meshes_smaller_than_the_world(world_pool):
     "DT-REDIST-11",
     "DT-PLACE-1",
     "DT-PLACE-3",
+    "DT-API-15",
     "ERR-6",
 )
 def test_redistribute_errors_are_raised_on_every_rank(world_pool):

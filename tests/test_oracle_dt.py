@@ -17,6 +17,7 @@ from conformance.oracle.dt_api import (
     from_local_verdict,
     full_tensor,
     infer_global_shape,
+    verdicts_by_rank,
 )
 from conformance.oracle.dt_redistribute import redistribute, redistribute_verdict
 from conformance.oracle.placements import reduce
@@ -72,6 +73,38 @@ def test_src_data_rank_none_slices_locally():
         {0: torch.arange(5.0), 1: torch.arange(5.0)}, Mesh((2,), (0, 1)), P(["_S(0, 2)"]), 2, None
     )
     assert lists(got) == {0: [0.0, 1.0, 3.0], 1: [2.0, 4.0]}
+
+
+@pytest.mark.rules("DT-API-15", "DT-API-3", "DT-API-7", "DT-API-13", "ERR-6")
+def test_placements_that_differ_between_ranks():
+    mesh, world = Mesh((2,), (0, 1)), 3  # rank 2 is outside the mesh
+    same = {r: P(["S(0)"]) for r in range(3)}
+    respelled = {**same, 1: P(["S(-1)"])}
+    differ = {**same, 1: P(["R"])}
+    for api in ("distribute", "from_local", "redistribute"):
+        assert set(verdicts_by_rank(api, (4,), "float32", mesh, same, world,
+                                    run_check=True).values()) == {VALID}  # fmt: skip
+        assert set(verdicts_by_rank(api, (4,), "float32", mesh, respelled, world,
+                                    run_check=True).values()) == {VALID}  # fmt: skip
+        got = verdicts_by_rank(api, (4,), "float32", mesh, differ, world, run_check=True)
+        assert got == {0: value_error("DT-API-15"), 1: value_error("DT-API-15"), 2: VALID}
+    sources = {0: 0, 1: 1, 2: 0}
+    got = verdicts_by_rank("distribute", (4,), "float32", mesh, same, world, src_data_ranks=sources)
+    assert got == {0: value_error("DT-API-15"), 1: value_error("DT-API-15"), 2: VALID}
+    # Local calls: each rank on its own arguments, whatever the others passed.
+    local = {0: None, 1: None, 2: None}
+    bad = {**same, 1: P(["S(1)"])}
+    assert verdicts_by_rank("distribute", (4,), "float32", mesh, differ, world,
+                            src_data_ranks=local) == dict.fromkeys(range(3), VALID)  # fmt: skip
+    assert verdicts_by_rank("from_local", (4,), "float32", mesh, bad, world) == {
+        0: VALID, 1: value_error("DT-PLACE-3"), 2: VALID}  # fmt: skip
+    # Outside the mesh a call is local; the in-mesh ranks' collective goes on.
+    outside_bad = {**same, 2: P(["S(1)"])}
+    assert verdicts_by_rank("redistribute", (4,), "float32", mesh, outside_bad, world) == {
+        0: VALID, 1: VALID, 2: value_error("DT-PLACE-3")}  # fmt: skip
+    with pytest.raises(ValueError, match="DT-API-15"):
+        verdicts_by_rank("distribute", (4,), "float32", mesh, same, world,
+                         src_data_ranks={0: 0, 1: None, 2: 0})  # fmt: skip
 
 
 @pytest.mark.rules("DT-API-6")

@@ -1,7 +1,7 @@
 """DTensor API (spec/dt-api.md): what ``distribute_tensor``, ``from_local``, ``to_local`` and
 ``full_tensor`` return on every rank, and when they raise.
 
-Models DT-API-1 to DT-API-14. Results are keyed by global rank; ranks outside the mesh get the
+Models DT-API-1 to DT-API-15. Results are keyed by global rank; ranks outside the mesh get the
 empty 1-D tensor of DT-API-13. Partial values follow ``values.place`` (DT-API-14).
 """
 
@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from conformance.oracle.dt_redistribute import redistribute_verdict
 from conformance.oracle.layout import local_shape_and_offset
 from conformance.oracle.mesh import by_rank, coordinate, rank_at
 from conformance.oracle.placements import normalize, placements_verdict
@@ -151,6 +152,75 @@ def from_local_verdict(
         expected, _ = local_shape_and_offset(shape, mesh.shape, placements, coords[r])
         if tuple(local_shapes[r]) != expected:
             return value_error("DT-API-8")
+    return VALID
+
+
+def verdicts_by_rank(
+    api: str,
+    global_shape: Sequence[int],
+    dtype: str,
+    mesh: Mesh,
+    placements: Mapping[int, Sequence[Placement]],
+    world_size: int,
+    *,
+    src_data_ranks: Mapping[int, int | None] | None = None,
+    run_check: bool = False,
+) -> dict[int, Verdict]:
+    """Every rank's verdict when each rank passes its own ``placements`` (and ``src_data_ranks``),
+    keyed by global rank: ``distribute_tensor`` of a tensor of ``global_shape``, ``from_local``
+    of that tensor as the local one (no ``shape`` or ``stride``), or ``redistribute`` of an
+    all-``R`` DTensor of it.
+
+    A local call is judged on each rank's own arguments alone (ERR-6): every rank of
+    ``distribute_tensor`` with ``src_data_rank=None`` (DT-API-3) and of ``from_local`` without
+    ``run_check`` (DT-API-7), and every rank outside the mesh (DT-API-13). The in-mesh ranks of
+    a collective call share one verdict. Check order: each in-mesh rank's own arguments, in mesh
+    order, as ``distribute_verdict``, ``placements_verdict`` or ``redistribute_verdict`` judge
+    them; then DT-API-15 (one normalised placement list, one ``src_data_rank``); then, for
+    ``from_local``, the checks of DT-API-8. In-mesh ranks that mix ``src_data_rank=None`` with a
+    rank are outside the spec (DT-API-15)."""
+    src_data_ranks = src_data_ranks or dict.fromkeys(range(world_size), 0)
+    ndim = len(global_shape)
+
+    def own(rank: int) -> Verdict:
+        if api == "distribute":
+            return distribute_verdict(global_shape, mesh, placements[rank], src_data_ranks[rank])
+        if api == "from_local":
+            return placements_verdict(placements[rank], mesh.ndim, ndim)
+        replicated = [Replicate()] * mesh.ndim
+        return redistribute_verdict(replicated, placements[rank], mesh.ndim, ndim, dtype)
+
+    verdicts = {rank: own(rank) for rank in range(world_size)}
+    inside = list(mesh.ranks)
+    if api == "distribute":
+        local = {src_data_ranks[r] is None for r in inside}
+        if len(local) > 1:
+            raise ValueError("in-mesh ranks mix src_data_rank=None with a rank (DT-API-15)")
+        collective = local == {False}
+    else:
+        collective = api == "redistribute" or run_check
+    if not collective:
+        return verdicts
+    shared = next((verdicts[r] for r in inside if not verdicts[r].ok), VALID)
+    if shared.ok:
+        shared = _agreement_verdict(
+            [normalize(placements[r], ndim) for r in inside],
+            [src_data_ranks[r] for r in inside] if api == "distribute" else [],
+        )
+    if shared.ok and api == "from_local":
+        shared = from_local_verdict(
+            dict.fromkeys(inside, tuple(global_shape)),
+            dict.fromkeys(inside, dtype),
+            mesh,
+            placements[inside[0]],
+        )
+    return {**verdicts, **dict.fromkeys(inside, shared)}
+
+
+def _agreement_verdict(placements: Sequence[Sequence[Placement]], sources: Sequence) -> Verdict:
+    # DT-API-15
+    if len({tuple(p) for p in placements}) > 1 or len(set(sources)) > 1:
+        return value_error("DT-API-15")
     return VALID
 
 

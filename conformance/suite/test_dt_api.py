@@ -240,3 +240,113 @@ def test_from_local_wraps_a_valid_layout_and_run_check_rejects_the_rest(
                            rule="DT-API-1")  # fmt: skip
         judge.assert_equal(f"{where}: placements", describe["placements"], normalized, context,
                            rule="DT-PLACE-2")  # fmt: skip
+
+
+def _respelled(placements: list[str], ndim: int) -> list[str]:
+    """The same list with every shard dim written with the other sign (``S(1)`` of a 2-d tensor
+    as ``S(-1)``)."""
+    spelled = []
+    for p in placements:
+        if p.startswith("S("):
+            d = int(p[2:-1])
+            p = f"S({d - ndim if d >= 0 else d + ndim})"
+        spelled.append(p)
+    return spelled
+
+
+@st.composite
+def disagreements(draw, world_sizes: list[int]):
+    """A collective call (``distribute_tensor`` from a mesh rank, ``from_local`` with
+    ``run_check``, ``redistribute`` of an all-``R`` DTensor) on a mesh of two or more ranks;
+    one in-mesh rank passes other placements, another ``src_data_rank`` (``distribute``), or the
+    same placements spelled with the other sign of their shard dims (valid, DT-PLACE-2). Ranks
+    outside the mesh pass what the others pass."""
+    world_size = draw(st.sampled_from(world_sizes))
+    shape = draw(ss.shapes(min_dims=1))
+    mesh_shape, ranks = draw(ss.meshes(world_size))
+    if len(ranks) < 2:
+        ranks = draw(st.permutations(range(world_size)))[: draw(st.integers(2, world_size))]
+        mesh_shape = [len(ranks)]
+    api = draw(st.sampled_from(["distribute", "from_local", "redistribute"]))
+    # redistribute into P is DT-REDIST-6's case, not this test's.
+    placements = draw(ss.placements(len(mesh_shape), len(shape), partial=api != "redistribute"))
+    kinds = ["placements", "spelling"] + (["src"] if api == "distribute" else [])
+    kind = draw(st.sampled_from(kinds))
+    odd = draw(st.sampled_from(ranks))
+    fault = {"rank": odd, "placements": _respelled(placements, len(shape))}
+    if kind == "placements":
+        i = draw(st.integers(0, len(mesh_shape) - 1))
+        current = str(normalize(parse_placements(placements[i : i + 1]), len(shape))[0])
+        choices = ["R", *(f"S({d})" for d in range(len(shape)))]
+        choices += ["P(sum)"] if api != "redistribute" else []
+        other = draw(st.sampled_from([c for c in choices if c != current]))
+        fault = {"rank": odd, "placements": [*placements[:i], other, *placements[i + 1 :]]}
+    elif kind == "src":
+        fault = {"rank": odd, "placements": placements,
+                 "src_data_rank": draw(st.sampled_from(ranks[1:]))}  # fmt: skip
+    return world_size, {
+        "api": api,
+        "shape": shape,
+        "dtype": draw(st.sampled_from(["float32", "int64"])),
+        "seed": draw(st.integers(0, 2**16)),
+        "mesh_shape": mesh_shape,
+        "mesh_ranks": ranks,
+        "placements": placements,
+        "fault": fault,
+        "src_data_rank": ranks[0],
+        "run_check": True,
+    }
+
+
+# The rule of the collective call that must accept one placement list on every rank.
+ACCEPTS = {"distribute": "DT-API-2", "from_local": "DT-API-8", "redistribute": "DT-REDIST-1"}
+
+
+@pytest.mark.rules("DT-API-15", "DT-API-2", "DT-API-8", "DT-API-13", "DT-REDIST-1", "DT-PLACE-2",
+                   "ERR-6")  # fmt: skip
+@given(data=st.data())
+def test_a_collective_call_needs_one_placement_list_and_source_on_every_rank(
+    impl, impl_name, world_pool, available_world_sizes, data
+):
+    """Placements that differ between in-mesh ranks after normalisation, or a ``src_data_rank``
+    that differs, make every in-mesh rank raise ValueError; ranks outside the mesh make a local
+    call with valid arguments and return."""
+    judge.requires(impl, "dtensor")
+    sizes = [n for n in available_world_sizes if n > 1]
+    if not sizes:
+        pytest.skip("needs a world of 2 ranks or more")
+    world_size, args = data.draw(disagreements(sizes))
+    fault = args["fault"]
+    _requires_layout(impl, world_size, args["mesh_ranks"], args["placements"])
+    _requires_layout(impl, world_size, args["mesh_ranks"], fault["placements"])
+    mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
+    by_rank_args = {r: fault if r == fault["rank"] else args for r in range(world_size)}
+    verdicts = dt_api.verdicts_by_rank(
+        args["api"], args["shape"], args["dtype"], mesh,
+        {r: parse_placements(a["placements"]) for r, a in by_rank_args.items()}, world_size,
+        src_data_ranks={r: a.get("src_data_rank", args["src_data_rank"])
+                        for r, a in by_rank_args.items()},
+        run_check=True,
+    )  # fmt: skip
+    result = world_pool.get(world_size).run(
+        Case("conformance.tasks.dtensor:with_placements", {"impl": impl_name, **args})
+    )
+    inside = dataclasses.replace(
+        result, outcomes=tuple(o for o in result.outcomes if o.rank in mesh.ranks)
+    )
+    outside = dataclasses.replace(
+        result, outcomes=tuple(o for o in result.outcomes if o.rank not in mesh.ranks)
+    )
+    verdict = verdicts[mesh.ranks[0]]
+    if verdict.ok:  # one list, spelled two ways (DT-PLACE-2), or written the same
+        spelled = fault["placements"] != args["placements"]
+        judge.all_returned(inside, rule="DT-API-15" if spelled else ACCEPTS[args["api"]])
+    judge.assert_collective_verdict(inside, verdict)
+    judge.assert_verdicts_by_rank(outside, verdicts, rule="DT-API-13")
+    if not verdict.ok:
+        return
+    expected = [str(p) for p in normalize(parse_placements(args["placements"]),
+                                          len(args["shape"]))]  # fmt: skip
+    for o in inside.outcomes:
+        judge.assert_equal(f"rank {o.rank}: placements", o.value["placements"], expected,
+                           result.replay_command(), rule="DT-PLACE-2")  # fmt: skip

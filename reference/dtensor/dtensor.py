@@ -121,7 +121,7 @@ class DTensor:
                 raise error
             return DTensor(self._local, self._mesh, target, self._shape, self._stride)
         facts = verdict.exchange(self._mesh.mesh_group, error, show(target) if target else None)
-        verdict.require_agreement(facts, "the target placements", "ERR-6")
+        verdict.require_agreement(facts, "the target placements", "DT-API-15")
         local = execute(plan(self._placements, target), self._mesh, self._shape, self._local)
         return DTensor(local, self._mesh, target, self._shape, self._stride)
 
@@ -191,8 +191,9 @@ class DTensor:
 
 
 def _check_layout(facts: list, mesh: DeviceMesh, placements: tuple[Placement, ...]) -> None:
-    """DT-API-8 on every rank from the same facts, so every rank reaches the same verdict."""
-    verdict.require_agreement([f[0] for f in facts], "the placements", "ERR-6")
+    """DT-API-15, then DT-API-8, on every rank from the same facts, so every rank reaches the
+    same verdict."""
+    verdict.require_agreement([f[0] for f in facts], "the placements", "DT-API-15")
     verdict.require_agreement([str(f[2]) for f in facts], "the local dtype", "DT-API-8")
     verdict.require_agreement([f[1] for f in facts], "the global shape", "DT-API-8")
     for _, global_shape, _, coordinate, local_shape in facts:
@@ -253,7 +254,7 @@ def distribute_tensor(
         error,
         None if error else (show(placed), src_data_rank, _meta(tensor) if is_source else None),
     )
-    verdict.require_agreement([f[:2] for f in facts], "placements and src_data_rank", "ERR-6")
+    verdict.require_agreement([f[:2] for f in facts], "placements and src_data_rank", "DT-API-15")
     shape, stride, dtype = next(f[2] for f in facts if f[2] is not None)
     mine = index_sequences(shape, device_mesh.shape, placed, coordinate)
     blocks = None
