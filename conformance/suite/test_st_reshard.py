@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from conformance import judge
 from conformance import strategies as ss
 from conformance.oracle.st_metadata import Properties, ShardMeta, TensorMeta
-from conformance.oracle.st_ops import reshard, reshard_verdict
+from conformance.oracle.st_ops import reshard, reshard_verdict, reshard_verdict_by_rank
 from conformance.oracle.st_sharding_spec import (
     ChunkSpec,
     EnumerableSpec,
@@ -136,3 +136,61 @@ def _case_rule(verdict, spec, new_spec, ndim: int, sub_group: bool) -> str:
     if sub_group:
         return "ST-RESHARD-10"
     return "ST-RESHARD-2" if spec.dim % ndim == new_spec.dim % ndim else "ST-RESHARD-3"
+
+
+@st.composite
+def differing_reshards(draw, world_sizes: list[int]):
+    """A chunk layout over a group of two or more ranks; every member reshards to one valid
+    chunk spec but one, ``odd``, which passes another valid chunk spec: another dim (the same
+    dim written with the other sign is another spec too), another order of the members, or the
+    tensor's current spec (ST-RESHARD-9)."""
+    world_size = draw(st.sampled_from(world_sizes))
+    group = sorted(draw(st.permutations(range(world_size)))[: draw(st.integers(2, world_size))])
+    shape = draw(ss.shapes(min_dims=1, max_dims=3, max_side=6))
+    n = len(shape)
+    spec = {"dim": draw(st.integers(-n, n - 1)), "ranks": draw(st.permutations(group))}
+    new = {"dim": draw(st.integers(-n, n - 1)), "ranks": draw(st.permutations(group))}
+    kind = draw(st.sampled_from(["dim", "order", "current"]))
+    if kind == "current" and _oracle_spec(new) != _oracle_spec(spec):
+        other = spec
+    elif kind == "order":
+        k = draw(st.integers(1, len(group) - 1))
+        other = {**new, "ranks": [*new["ranks"][k:], *new["ranks"][:k]]}
+    else:  # another dim, or the same dim spelled with the other sign: not == (ST-RESHARD-9)
+        other = {**new, "dim": draw(st.sampled_from([d for d in range(-n, n) if d != new["dim"]]))}
+    odd = draw(st.sampled_from(group))
+    return world_size, {
+        "shape": shape,
+        "dtype": draw(st.sampled_from(ss.DTYPES)),
+        "seed": draw(st.integers(0, 2**16)),
+        "spec": spec,
+        "new_spec": new,
+        "group": group,
+        "new_spec_by_rank": {str(odd): other},
+    }
+
+
+@pytest.mark.rules("ST-RESHARD-9", "ST-RESHARD-6", "ERR-6")
+@given(data=st.data())
+def test_a_new_spec_that_differs_between_ranks_fails_on_every_rank(
+    impl, impl_name, world_pool, available_world_sizes, data
+):
+    """Specs that differ between members are ST-RESHARD-9's case even where each alone is valid
+    or is the current spec: every member raises ValueError, its local tensors unchanged (the
+    task fails a rank whose tensors changed)."""
+    judge.requires(impl, "sharded_tensor")
+    sizes = [n for n in available_world_sizes if n > 1]
+    if not sizes:
+        pytest.skip("needs a world of 2 ranks or more")
+    world_size, args = data.draw(differing_reshards(sizes))
+    group = args["group"]
+    if len(group) < world_size:
+        judge.assume_claimed(impl, "sub_groups")
+    result = world_pool.get(world_size).run(
+        Case("conformance.tasks.sharded_tensor:reshard_checked", {"impl": impl_name, **args})
+    )
+    new_specs = {r: _oracle_spec(args["new_spec_by_rank"].get(str(r), args["new_spec"]))
+                 for r in group}  # fmt: skip
+    verdict = reshard_verdict_by_rank(_oracle_spec(args["spec"]), new_specs, args["shape"], group)
+    members = dataclasses.replace(result, outcomes=tuple(result.outcomes[r] for r in group))
+    judge.assert_collective_verdict(members, verdict)

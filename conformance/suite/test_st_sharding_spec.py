@@ -1,4 +1,5 @@
-"""spec/st-sharding-spec.md: the layout of a ChunkShardingSpec (pure)."""
+"""spec/st-sharding-spec.md: the layout of a ChunkShardingSpec and of an EnumerableShardingSpec
+(pure), and what building a sharded tensor from a spec without ranks does (collective)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from conformance import judge
 from conformance import strategies as ss
 from conformance.oracle.st_metadata import ShardMeta
+from conformance.oracle.st_ops import create_verdict
 from conformance.oracle.st_sharding_spec import (
     ChunkSpec,
     EnumerableSpec,
@@ -21,6 +23,7 @@ from conformance.oracle.st_sharding_spec import (
     enumerable_spec_verdict,
 )
 from conformance.oracle.vocabulary import VALID
+from conformance.world import Case
 
 
 @st.composite
@@ -150,3 +153,65 @@ def test_enumerable_spec_builds_exactly_the_tilings_in_the_given_order(impl, cas
         judge.assert_equal(
             "tensor_properties", built.tensor_properties, props, context, rule="ST-SPEC-12"
         )
+
+
+@st.composite
+def rankless_specs(draw, world_sizes: list[int]):
+    """A grid of boxes tiling a 1-d or 2-d shape, placed on ranks of the world, then some of them
+    (one at least) placed on a bare device (``"cpu"``) or on a worker (``"worker0/cpu"``), one
+    of the two per case (ERR-11)."""
+    world_size = draw(st.sampled_from(world_sizes))
+    shape = draw(ss.shapes(min_dims=1, max_dims=2, max_side=5))
+    cuts = [sorted(set(draw(st.lists(st.integers(0, n), max_size=2))) | {0, n}) for n in shape]
+    boxes = [((), ())]
+    for d_cuts in cuts:
+        spans = list(itertools.pairwise(d_cuts)) or [(0, 0)]
+        boxes = [((*o, a), (*s, b - a)) for o, s in boxes for a, b in spans]
+    rankless = draw(st.sampled_from(["cpu", "worker0/cpu"]))
+    chosen = draw(st.sets(st.integers(0, len(boxes) - 1), min_size=1))
+    return (
+        world_size,
+        shape,
+        [
+            [list(o), list(s), rankless if i in chosen else i % world_size]
+            for i, (o, s) in enumerate(boxes)
+        ],
+    )
+
+
+@pytest.mark.rules("ST-SPEC-12", "ST-VALID-13", "ERR-6")
+@given(data=st.data())
+def test_a_spec_whose_placements_name_no_rank_builds_metadata_but_no_tensor(
+    impl, impl_name, world_pool, available_world_sizes, data
+):
+    """``build_metadata`` checks no placements (ST-SPEC-12); ``zeros`` of that spec raises on
+    every rank: ValueError for a bare device, NotImplementedError (or a tensor, where worker
+    names are supported) for a worker (ST-VALID-13)."""
+    judge.requires(impl, "sharded_tensor")
+    world_size, shape, boxes = data.draw(rankless_specs(available_world_sizes))
+    api = impl.st_api()
+    placed = [(o, s, p if isinstance(p, str) else f"rank:{p}/cpu") for o, s, p in boxes]
+    shards = tuple(ShardMeta(tuple(o), tuple(s), p) for o, s, p in placed)
+    made = [api.ShardMetadata(o, s, p) for o, s, p in placed]
+    context = f"EnumerableShardingSpec({[str(s) for s in shards]}).build_metadata({shape})"
+    verdict = build_metadata_verdict(EnumerableSpec(shards), shape)
+    built = judge.assert_pure_verdict(
+        lambda: api.EnumerableShardingSpec(made).build_metadata(torch.Size(shape), _props(api)),
+        verdict,
+        context,
+        rule="ST-SPEC-12",
+    )
+    judge.assert_equal("shards_metadata", list(built.shards_metadata), made, context,
+                       rule="ST-SPEC-12")  # fmt: skip
+    group = list(range(world_size))
+    options = {"dtype": None, "requires_grad": False}
+    args = {"fill": "zeros", "spec_by_rank": [{"boxes": boxes}] * world_size,
+            "size_by_rank": [shape] * world_size, "options_by_rank": [options] * world_size,
+            "as_sequence": False}  # fmt: skip
+    result = world_pool.get(world_size).run(
+        Case("conformance.tasks.sharded_tensor:create_checked", {"impl": impl_name, **args})
+    )
+    verdict = create_verdict(dict.fromkeys(group, EnumerableSpec(shards)),
+                             dict.fromkeys(group, shape), dict.fromkeys(group, options),
+                             group)  # fmt: skip
+    judge.assert_collective_verdict(result, verdict)

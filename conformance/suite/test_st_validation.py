@@ -89,13 +89,15 @@ GLOBAL_FAULTS = ["none", "metadata", "dtype", "requires_grad", "shape", "non_con
 
 
 @st.composite
-def from_local_cases(draw, world_sizes: list[int]):
+def from_local_cases(draw, world_sizes: list[int], faults: list[str] | None = None):
     """Row chunks of a 2-d tensor, one per rank, passed to ``init_from_local_shards`` (``local``)
     or with the global metadata (``global``); then at most one fault (ERR-11), on one rank
-    ``bad`` where it is per rank (ERR-6)."""
+    ``bad`` where it is per rank (ERR-6). ``faults`` draws only those (local ones only)."""
     world_size = draw(st.sampled_from(world_sizes))
-    kind = draw(st.sampled_from(["local", "global"]))
-    size = [draw(st.integers(0, 6)), draw(st.integers(1, 4))]
+    kind = draw(st.sampled_from(["local", "global"] if faults is None else ["local"]))
+    # Two non-empty halves of a box need a row and two columns.
+    split = faults is not None and "two_properties" in faults
+    size = [draw(st.integers(int(split), 6)), draw(st.integers(1 + split, 4))]
     dtype = draw(st.sampled_from(ss.DTYPES[:3]))
     ranks = list(range(world_size))
     layout = [s.to_json() for s in chunk_shards(size, ChunkSpec(0, tuple(
@@ -105,10 +107,29 @@ def from_local_cases(draw, world_sizes: list[int]):
               for m in layout]  # fmt: skip
     sizes = [list(size) for _ in ranks]
     metadata = [{"shards": layout, "size": size, "properties": props} for _ in ranks]
-    fault = draw(st.sampled_from(LOCAL_FAULTS if kind == "local" else GLOBAL_FAULTS))
+    fault = draw(st.sampled_from(faults or (LOCAL_FAULTS if kind == "local" else GLOBAL_FAULTS)))
     bad = draw(st.sampled_from(ranks))
     mine = shards[bad][0]
-    if fault == "dtype":
+    if fault == "two_properties":
+        # ``bad``'s box (rank 0's if empty) in two column halves, one of another dtype or
+        # requiring grad: two local tensors of one rank disagree (ST-VALID-6).
+        bad = bad if mine["metadata"]["sizes"][0] else 0
+        box = shards[bad][0]["metadata"]
+        row, (h, w) = box["offsets"][0], box["sizes"]
+        c = draw(st.integers(1, w - 1))
+        placement = f"rank:{bad}/cpu"
+        halves = [
+            {"metadata": {"offsets": [row, o], "sizes": [h, n], "placement": placement},
+             "tensor": {"shape": [h, n], "dtype": dtype}}
+            for o, n in ((0, c), (c, w - c))
+        ]  # fmt: skip
+        odd = halves[draw(st.integers(0, 1))]
+        if dtype == "int64" or draw(st.booleans()):
+            odd["tensor"]["dtype"] = "float64" if dtype != "float64" else "int64"
+        else:
+            odd["tensor"]["requires_grad"] = True
+        shards[bad] = halves
+    elif fault == "dtype":
         mine["tensor"] = {**mine["tensor"], "dtype": "float64" if dtype != "float64" else "int64"}
     elif fault == "requires_grad":
         if dtype == "int64":
@@ -206,3 +227,26 @@ def test_construction_from_local_shards_checks_every_rank_and_keeps_the_data(
                            context, rule=kept)  # fmt: skip
         judge.assert_equal(f"rank {rank}: given values kept", value["given_values_kept"],
                            [True] * len(value["local"]), context, rule=kept)  # fmt: skip
+
+
+@pytest.mark.rules("ST-VALID-6", "ERR-6")
+@given(data=st.data())
+def test_two_local_tensors_of_one_rank_that_differ_in_properties_fail_on_every_rank(
+    impl, impl_name, world_pool, available_world_sizes, data
+):
+    """``init_from_local_shards`` where one rank passes two local tensors, one of another dtype
+    or requiring grad: every rank raises ValueError (ST-VALID-6), not only the rank that sees
+    the difference."""
+    judge.requires(impl, "sharded_tensor")
+    world_size, args = data.draw(from_local_cases(available_world_sizes, ["two_properties"]))
+    result = world_pool.get(world_size).run(
+        Case("conformance.tasks.sharded_tensor:from_local_checked", {"impl": impl_name, **args})
+    )
+    group = list(range(world_size))
+    inputs = {
+        r: [LocalShard(ShardMeta.from_json(s["metadata"]), _tensor_info(s["tensor"]))
+            for s in args["shards_by_rank"][r]]
+        for r in group
+    }  # fmt: skip
+    verdict = init_from_local_shards_verdict(inputs, dict(enumerate(args["size_by_rank"])), group)
+    judge.assert_collective_verdict(result, verdict)
