@@ -42,15 +42,19 @@ def default_for(impl: str) -> str | None:
 
 def parse(path: Path) -> list[XFail]:
     entries: list[XFail] = []
-    group_reason = ""
+    group_reason, in_comment = "", False
     for number, raw in enumerate(path.read_text().splitlines(), start=1):
         text = raw.strip()
         if not text:
-            group_reason = ""
+            group_reason, in_comment = "", False
             continue
         if text.startswith("#"):
-            group_reason = text.lstrip("#").strip()
+            # Consecutive comment lines make one reason.
+            line = text.lstrip("#").strip()
+            group_reason = f"{group_reason} {line}".strip() if in_comment else line
+            in_comment = True
             continue
+        in_comment = False
         entry, _, comment = text.partition("#")
         test_id, *rules = entry.split()
         reason = comment.strip() or group_reason

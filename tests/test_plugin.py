@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from conformance import known_failures
+
 INNER_TASKS = """
 import torch, torch.distributed as dist
 
@@ -75,6 +77,20 @@ def test_known_failures_are_strict_xfails_and_stale_entries_are_reported(inner):
     result.stdout.fnmatch_lines(
         ["*test_gone*matches no collected test*", "*test_sum[[]ws1[]]*XPASS(strict)*"]
     )
+
+
+def test_a_reason_may_span_several_comment_lines(tmp_path):
+    path = tmp_path / "xfails.txt"
+    path.write_text(
+        "# RULE-1: the first line\n#   and the second\na::one\na::two\n"
+        "# RULE-2: own reason\na::three\n"
+    )
+    reasons = [(e.test_id, e.reason) for e in known_failures.parse(path)]
+    assert reasons == [
+        ("a::one", "RULE-1: the first line and the second"),
+        ("a::two", "RULE-1: the first line and the second"),
+        ("a::three", "RULE-2: own reason"),
+    ]
 
 
 def test_an_xfail_entry_without_a_reason_is_refused(inner):
