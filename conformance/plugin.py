@@ -7,10 +7,12 @@ import inspect
 import os
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import Phase, settings
 from hypothesis.errors import Unsatisfiable
 
 from conformance import adapters, judge, known_failures, profiles, rules
@@ -24,6 +26,7 @@ profiles.register()
 
 _XFAILS = pytest.StashKey[list[known_failures.XFail]]()
 _KNOWN_RULES = pytest.StashKey[tuple[str, ...]]()
+_EXPECTED_TO_FAIL = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -209,6 +212,7 @@ def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> Non
                     item.stash[_KNOWN_RULES] = item.stash.get(_KNOWN_RULES, ()) + entry.rules
                 else:
                     item.add_marker(pytest.mark.xfail(reason=entry.reason, strict=True))
+                    item.stash[_EXPECTED_TO_FAIL] = True
                 used.add(entry.line)
     path = config.getoption("--xfails")
     for entry in entries:
@@ -223,9 +227,33 @@ def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> Non
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Tell the judge which rules' failures this test expects; report those it met."""
     judge.KNOWN.start(item.stash.get(_KNOWN_RULES, ()))
-    yield
+    with _stop_at_the_first_failure(item):
+        yield
     if judge.KNOWN.seen:
         item.user_properties.append(("known", ",".join(sorted(judge.KNOWN.seen))))
+
+
+@contextmanager
+def _stop_at_the_first_failure(item: pytest.Item) -> Iterator[None]:
+    """A property that is a known failure (a strict xfail) need not be shrunk, nor searched for
+    more bugs: both only re-run failing cases, and a known hang costs a case timeout each time.
+
+    Hypothesis reads a test's settings from an attribute its ``@given`` wrapper carries; where
+    a Hypothesis release renames it, the property simply runs with its usual settings."""
+    test = getattr(item, "obj", None)
+    current = getattr(test, "_hypothesis_internal_use_settings", None)
+    if not item.stash.get(_EXPECTED_TO_FAIL, False) or not isinstance(current, settings):
+        yield
+        return
+    test._hypothesis_internal_use_settings = settings(
+        current,
+        phases=[phase for phase in current.phases if phase is not Phase.shrink],
+        report_multiple_bugs=False,
+    )
+    try:
+        yield
+    finally:
+        test._hypothesis_internal_use_settings = current
 
 
 @pytest.hookimpl(hookwrapper=True)
