@@ -3,6 +3,8 @@ xfailed strictly, and a failing case tells how to replay it."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from conformance import known_failures
@@ -195,3 +197,27 @@ def test_an_xfail_entry_with_something_other_than_rule_ids_is_refused(inner):
     result = run(inner, "--xfails", "xfails.txt")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*'gather'[]] after 'test_inner.py::test_fails' are not rule*"])
+
+
+def test_a_known_failing_property_is_not_shrunk(pytester):
+    pytester.makepyfile(
+        test_shrink="""
+        from hypothesis import given, strategies as st
+
+        @given(st.integers(0, 10**6))
+        def test_big_numbers_fail(x):
+            if x >= 1000:
+                with open("failing.txt", "a") as log:
+                    log.write(f"{x}\\n")
+                raise AssertionError(x)
+        """
+    )
+    pytester.path.joinpath("xfails.txt").write_text("test_shrink.py::test_big_numbers_fail  # r\n")
+    result = run(pytester, "--xfails", "xfails.txt")
+    result.assert_outcomes(xfailed=1)
+    failing = pytester.path.joinpath("failing.txt").read_text().split()
+    assert len(failing) <= 2, failing  # the failing example, and Hypothesis's replay of it
+    shutil.rmtree(pytester.path / ".hypothesis")  # else the unshrunk example is replayed as is
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Falsifying example: test_big_numbers_fail(", "*x=1000,"])
