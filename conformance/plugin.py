@@ -237,6 +237,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 def _stop_at_the_first_failure(item: pytest.Item) -> Iterator[None]:
     """A property that is a known failure (a strict xfail) need not be shrunk, nor searched for
     more bugs: both only re-run failing cases, and a known hang costs a case timeout each time.
+    Nor is its unshrunk example saved: a later run without the entry would replay it as the
+    failure to show, unshrunk.
 
     Hypothesis reads a test's settings from an attribute its ``@given`` wrapper carries; where
     a Hypothesis release renames it, the property simply runs with its usual settings."""
@@ -249,6 +251,7 @@ def _stop_at_the_first_failure(item: pytest.Item) -> Iterator[None]:
         current,
         phases=[phase for phase in current.phases if phase is not Phase.shrink],
         report_multiple_bugs=False,
+        database=None,
     )
     try:
         yield
