@@ -45,3 +45,23 @@ def placements(
     if partial:
         choices.append("P(sum)")
     return draw(st.lists(st.sampled_from(choices), min_size=mesh_ndim, max_size=mesh_ndim))
+
+
+def with_placements_args(
+    draw, api: str, shape: list[int], mesh: tuple[list[int], list[int]], placements: list[str],
+    fault: dict | None, **options: object,
+) -> dict:  # fmt: skip
+    """Arguments of the ``with_placements`` rank task (conformance/tasks/dtensor.py): the case
+    as given, with a drawn dtype and seed for the global tensor."""
+    mesh_shape, mesh_ranks = mesh
+    return {
+        "api": api,
+        "shape": shape,
+        "dtype": draw(st.sampled_from(["float32", "int64"])),
+        "seed": draw(st.integers(0, 2**16)),
+        "mesh_shape": mesh_shape,
+        "mesh_ranks": mesh_ranks,
+        "placements": placements,
+        "fault": fault,
+        **options,
+    }

@@ -284,18 +284,10 @@ def disagreements(draw, world_sizes: list[int]):
     elif kind == "src":
         fault = {"rank": odd, "placements": placements,
                  "src_data_rank": draw(st.sampled_from(ranks[1:]))}  # fmt: skip
-    return world_size, {
-        "api": api,
-        "shape": shape,
-        "dtype": draw(st.sampled_from(["float32", "int64"])),
-        "seed": draw(st.integers(0, 2**16)),
-        "mesh_shape": mesh_shape,
-        "mesh_ranks": ranks,
-        "placements": placements,
-        "fault": fault,
-        "src_data_rank": ranks[0],
-        "run_check": True,
-    }
+    return world_size, ss.with_placements_args(
+        draw, api, shape, (mesh_shape, ranks), placements, fault,
+        src_data_rank=ranks[0], run_check=True,
+    )  # fmt: skip
 
 
 # The rule of the collective call that must accept one placement list on every rank.

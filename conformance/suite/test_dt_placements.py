@@ -136,18 +136,11 @@ def placement_calls(draw, world_sizes: list[int]):
         and len(ranks) == world_size
         and draw(st.booleans())
     )
-    args = {
-        "api": api,
-        "shape": shape,
-        "dtype": draw(st.sampled_from(["float32", "int64"])),
-        "seed": draw(st.integers(0, 2**16)),
-        "mesh_shape": mesh_shape,
-        "mesh_ranks": ranks,
-        "placements": placements if one_rank else bad,
-        "fault": {"rank": draw(st.integers(0, world_size - 1)), "placements": bad}
-        if one_rank
-        else None,
-    }
+    odd = draw(st.integers(0, world_size - 1)) if one_rank else None
+    args = ss.with_placements_args(
+        draw, api, shape, (mesh_shape, ranks), placements if one_rank else bad,
+        {"rank": odd, "placements": bad} if one_rank else None,
+    )  # fmt: skip
     return world_size, fault, bad, args
 
 

@@ -75,18 +75,10 @@ def local_calls(draw, world_sizes: list[int]):
         bad[i] = "P(product)"
     elif fault == "mixed":
         bad[i], bad[(i + 1) % len(mesh_shape)] = "P(sum)", "P(max)"
-    return world_size, {
-        "api": api,
-        "shape": shape,
-        "dtype": draw(st.sampled_from(["float32", "int64"])),
-        "seed": draw(st.integers(0, 2**16)),
-        "mesh_shape": mesh_shape,
-        "mesh_ranks": ranks,
-        "placements": placements,
-        "fault": {"rank": odd, "placements": bad},
-        "src_data_rank": "first" if outside else None,
-        "run_check": outside,
-    }
+    return world_size, ss.with_placements_args(
+        draw, api, shape, (mesh_shape, ranks), placements, {"rank": odd, "placements": bad},
+        src_data_rank="first" if outside else None, run_check=outside,
+    )  # fmt: skip
 
 
 @pytest.mark.rules("ERR-6", "DT-API-3", "DT-API-7", "DT-API-13", "DT-API-14", "DT-PLACE-1",
