@@ -91,10 +91,11 @@ def test_distribute_slices_the_source_ranks_tensor_or_each_ranks_own(
     placements = parse_placements(args["placements"])
     verdict = dt_api.distribute_verdict(args["shape"], mesh, placements, args["src_data_rank"])
     sliced = _distribute_rule(args["placements"], args["src_data_rank"])
-    if verdict.ok:  # every valid layout, from any source rank of the mesh or none
-        strided = any(p.startswith("_S") for p in args["placements"])
-        judge.all_returned(result, rule="DT-API-4" if strided else sliced)
-    values = judge.assert_collective_verdict(result, verdict)
+    # every valid layout returns, from any source rank of the mesh or none
+    strided = any(p.startswith("_S") for p in args["placements"])
+    values = judge.assert_collective_verdict(
+        result, verdict, rule="DT-API-4" if strided else sliced
+    )
     if values is None:
         return
     context = result.replay_command()
@@ -330,10 +331,10 @@ def test_a_collective_call_needs_one_placement_list_and_source_on_every_rank(
         result, outcomes=tuple(o for o in result.outcomes if o.rank not in mesh.ranks)
     )
     verdict = verdicts[mesh.ranks[0]]
-    if verdict.ok:  # one list, spelled two ways (DT-PLACE-2), or written the same
-        spelled = fault["placements"] != args["placements"]
-        judge.all_returned(inside, rule="DT-API-15" if spelled else ACCEPTS[args["api"]])
-    judge.assert_collective_verdict(inside, verdict)
+    # a valid case is one list, spelled two ways (DT-PLACE-2), or written the same
+    spelled = fault["placements"] != args["placements"]
+    rule = "DT-API-15" if spelled else ACCEPTS[args["api"]]
+    judge.assert_collective_verdict(inside, verdict, rule=rule)
     judge.assert_verdicts_by_rank(outside, verdicts, rule="DT-API-13")
     if not verdict.ok:
         return

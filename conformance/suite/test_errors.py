@@ -4,7 +4,7 @@ local calls, which raise on the ranks whose own input is bad and return on the o
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from conformance import judge, rules
@@ -26,8 +26,7 @@ def test_a_rejected_layout_names_a_rule_of_the_spec(impl, layout):
     judge.requires(impl, "sharded_tensor", "rule_ids_in_messages")
     shape, shards = layout
     meta = TensorMeta(tuple(ShardMeta.from_json(s) for s in shards), tuple(shape))
-    if layout_verdict(meta).ok:
-        return
+    assume(not layout_verdict(meta).ok)
     with pytest.raises(Exception) as info:  # noqa: PT011 - the type is judged elsewhere
         impl.st_validate(shards, shape)
     named = set(RULE_ID.findall(str(info.value)))

@@ -161,9 +161,8 @@ def test_gather_arguments_are_validated_on_every_rank_before_data_moves(
         {r: _out_info(d) for r, d in enumerate(args["out_by_rank"])},
     )
     strided = any(isinstance(d, dict) and d.get("transposed") for d in args["out_by_rank"])
-    if verdict.ok:  # a valid gather refused: a strided out (ST-GATHER-8) or the layout (9)
-        judge.all_returned(result, rule="ST-GATHER-8" if strided else "ST-GATHER-9")
-    values = judge.assert_collective_verdict(result, verdict)
+    rule = "ST-GATHER-8" if strided else "ST-GATHER-9"
+    values = judge.assert_collective_verdict(result, verdict, rule=rule)
     if values is None:
         return
     context = result.replay_command()

@@ -111,9 +111,7 @@ def test_construction_from_a_spec_follows_its_layout_and_fill(
         options,
         group,
     )
-    if verdict.ok:  # a valid input refused: the constructor's rule, not the verdict's
-        judge.all_returned(result, rule="ST-LIFE-1")
-    values = judge.assert_collective_verdict(result, verdict)
+    values = judge.assert_collective_verdict(result, verdict, rule="ST-LIFE-1")
     if values is None or not verdict.ok:
         return
     context = result.replay_command()
@@ -223,9 +221,7 @@ def test_shard_scatters_the_source_ranks_tensor_or_every_rank_raises(
     )
     # shard gives the source's boxes (ST-LIFE-7), also from a non-contiguous source (ST-LIFE-11)
     scattered = "ST-LIFE-11" if any(d.get("transposed") for d in tensors) else "ST-LIFE-7"
-    if verdict.ok:  # a valid input refused: shard's rule, not the verdict's
-        judge.all_returned(result, rule=scattered)
-    values = judge.assert_collective_verdict(result, verdict)
+    values = judge.assert_collective_verdict(result, verdict, rule=scattered)
     if values is None or not result.ok:
         return
     context = result.replay_command()

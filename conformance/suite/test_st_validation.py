@@ -213,9 +213,7 @@ def test_construction_from_local_shards_checks_every_rank_and_keeps_the_data(
         verdict = init_with_global_metadata_verdict(inputs, metas, group)
         expected = metas[0]
         built = kept = "ST-LIFE-14"
-    if verdict.ok:  # a valid input refused: the constructor's rule, not the verdict's
-        judge.all_returned(result, rule=built)
-    values = judge.assert_collective_verdict(result, verdict)
+    values = judge.assert_collective_verdict(result, verdict, rule=built)
     if values is None or not verdict.ok:
         return
     context = result.replay_command()
