@@ -20,10 +20,9 @@ import torch
 from hypothesis import assume, currently_in_test_context, reject
 
 from conformance.oracle.vocabulary import Verdict
+from conformance.report import NOT_CLAIMED
 from conformance.world import CaseResult, Raised, Returned
 from conformance.world.protocol import RULE_ID
-
-NOT_CLAIMED = "not claimed"
 
 
 def requires(impl: Any, *capabilities: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import rules
+from conformance import judge, rules
 from conformance.cli import main
 
 PARTS = ("**Rule.**", "**Why.**", "**Example.**", "**PyTorch 2.13.**")
@@ -115,20 +115,45 @@ def _checks_without_a_rule(path: Path, known: set[str]) -> list[str]:
                 and ast.unparse(call.func.value) == "judge"
             ):
                 continue
-            rule = next((k.value for k in call.keywords if k.arg == "rule"), None)
+            rule = next((k.value for k in call.keywords if k.arg in ("rule", "rules")), None)
             if call.func.attr == "fail" and len(call.args) > 1:
                 rule = call.args[1]
             where = f"{path.name}:{call.lineno} judge.{call.func.attr}"
-            if rule is None:
+            if rule is None or (isinstance(rule, ast.Constant) and rule.value is None):
                 if call.func.attr in NEEDS_A_RULE:
                     problems.append(f"{where} names no rule")
                 continue
-            if isinstance(rule, ast.Constant) and isinstance(rule.value, str):
-                if rule.value not in known:
-                    problems.append(f"{where} names {rule.value}, which the spec lacks")
-                elif cited is not None and rule.value not in cited:
-                    problems.append(f"{where} names {rule.value}, which its test does not cite")
+            # A rule computed at run time cannot be read here; literal ids are checked.
+            literals = rule.elts if isinstance(rule, ast.Tuple | ast.List) else [rule]
+            for node in literals:
+                if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                    continue
+                if node.value not in known:
+                    problems.append(f"{where} names {node.value}, which the spec lacks")
+                elif cited is not None and node.value not in cited:
+                    problems.append(f"{where} names {node.value}, which its test does not cite")
     return problems
+
+
+def test_the_rule_check_reports_a_missing_unknown_or_uncited_rule(spec_rules, tmp_path):
+    assert set(dir(judge)) >= NEEDS_A_RULE
+    suite_file = tmp_path / "test_planted.py"
+    suite_file.write_text(
+        "@pytest.mark.rules('ST-GATHER-1')\n"
+        "def test_planted():\n"
+        "    judge.assert_equal('a', 1, 1, 'c')\n"
+        "    judge.assert_equal('a', 1, 1, 'c', rule=None)\n"
+        "    judge.assert_equal('a', 1, 1, 'c', rule='ST-NOPE-1')\n"
+        "    judge.fail('m', ('ST-GATHER-1', 'ST-GATHER-2'))\n"
+        "    judge.all_returned(r, rule='ST-GATHER-1')\n"
+    )
+    problems = _checks_without_a_rule(suite_file, {rule.id for rule in spec_rules})
+    assert problems == [
+        "test_planted.py:3 judge.assert_equal names no rule",
+        "test_planted.py:4 judge.assert_equal names no rule",
+        "test_planted.py:5 judge.assert_equal names ST-NOPE-1, which the spec lacks",
+        "test_planted.py:6 judge.fail names ST-GATHER-2, which its test does not cite",
+    ]
 
 
 def test_every_check_of_the_suite_names_the_rule_it_enforces(spec_rules):

@@ -104,14 +104,14 @@ def main() -> None:
                 {"src": src, "tgt": tgt, "repeats": args.repeats},
             )
             ranks = world.run(case, timeout_s=600).values()
-            ref = max(r["reference_s"] for r in ranks)
-            ours = max(r["torch_s"] for r in ranks)
+            ref_s = max(r["reference_s"] for r in ranks)
+            torch_s = max(r["torch_s"] for r in ranks)
             moved = sum(r["payload"] for r in ranks) / 2**20
             bound = sum(r["bound"] for r in ranks) / 2**20
             padding = sum(r["padding"] for r in ranks)
             print(
-                f"{src + ' -> ' + tgt:<16}{ref * 1e3:>9.1f}{ours * 1e3:>10.1f}"
-                f"{ref / ours:>7.2f}{moved:>11.1f}{bound:>11.1f}{padding:>9}"
+                f"{src + ' -> ' + tgt:<16}{ref_s * 1e3:>9.1f}{torch_s * 1e3:>10.1f}"
+                f"{ref_s / torch_s:>7.2f}{moved:>11.1f}{bound:>11.1f}{padding:>9}"
             )
 
 
