@@ -10,6 +10,7 @@ odd and just above ``2**24``, ``2**53`` or ``2**55``. float32 values are multipl
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -54,8 +55,13 @@ def _value(dtype: str, i: int, w: int) -> float | int | bool:
     return bool(w & 1)
 
 
-def make_global(shape: tuple[int, ...] | list[int], dtype: str, seed: int) -> torch.Tensor:
-    """The global tensor of a case: deterministic in ``(shape, dtype, seed)``, contiguous."""
+def make_global(
+    shape: tuple[int, ...] | list[int], dtype: str, seed: int, data: Any = None
+) -> torch.Tensor:
+    """The global tensor of a case: deterministic in ``(shape, dtype, seed)``, contiguous; or,
+    for a golden vector of ``fixtures/``, its explicit nested-list ``data``."""
+    if data is not None:
+        return torch.tensor(data, dtype=torch_dtype(dtype)).reshape(tuple(shape))
     shape = tuple(shape)
     base = (seed & 0xFFFFFFFF) << 32
     values = [_value(dtype, i, splitmix64(base + i)) for i in range(math.prod(shape))]

@@ -35,17 +35,19 @@ def distribute_redistribute(
     impl: str,
     shape: list[int],
     dtype: str,
-    seed: int,
     mesh_shape: list[int],
     mesh_ranks: list[int],
     source: list[str],
     target: list[str],
+    seed: int = 0,
+    data: Any = None,
 ) -> dict[str, Any]:
-    """Distribute the global tensor with ``source`` from rank ``mesh_ranks[0]``, redistribute to
-    ``target``; report local tensors, metadata, ``full_tensor`` and whether inputs survived."""
+    """Distribute the global tensor (``data``, or the seeded one) with ``source`` from rank
+    ``mesh_ranks[0]``, redistribute to ``target``; report local tensors, metadata,
+    ``full_tensor`` and whether inputs survived."""
     adapter = adapters.load(impl)
     device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
-    tensor = make_global(shape, dtype, seed).to(ctx.device)
+    tensor = make_global(shape, dtype, seed, data).to(ctx.device)
     before = tensor.clone()
     dt = adapter.dt_distribute(tensor, device_mesh, source, mesh_ranks[0])
     first = adapter.dt_to_local(dt).clone()

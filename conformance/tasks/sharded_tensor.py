@@ -21,26 +21,27 @@ def shard_then_gather(
     impl: str,
     shape: list[int],
     dtype: str,
-    seed: int,
     dim: int,
     order: list[int],
     group: list[int],
     src: int,
     dst: int,
+    seed: int = 0,
+    data: Any = None,
 ) -> dict[str, Any] | None:
-    """Shard the global tensor from group rank ``src`` with chunks placed on ``order`` (global
-    ranks), gather it to group rank ``dst``; report what each rank holds and whether the
-    source's tensor survived unchanged."""
+    """Shard the global tensor (``data``, or the seeded one) from group rank ``src`` with chunks
+    placed on ``order`` (global ranks), gather it to group rank ``dst``; report what each rank
+    holds and whether the source's tensor survived unchanged."""
     adapter = adapters.load(impl)
     process_group = ctx.group(group)
     if ctx.rank not in group:
         return None
-    source = make_global(shape, dtype, seed).to(ctx.device)
+    source = make_global(shape, dtype, seed, data).to(ctx.device)
     before = source.clone()
     st = adapter.st_shard(source, dim, placements_of(order, ctx.device), src, process_group)
     local = [(t.cpu(), meta) for t, meta in adapter.st_local_shards(st)]
     is_dst = group.index(ctx.rank) == dst
-    out = torch.full(shape, 0, dtype=torch_dtype(dtype), device=ctx.device) if is_dst else None
+    out = torch.zeros(shape, dtype=torch_dtype(dtype), device=ctx.device) if is_dst else None
     adapter.st_gather(st, dst, out)
     return {
         "local": local,
@@ -55,20 +56,23 @@ def reshard(
     impl: str,
     shape: list[int],
     dtype: str,
-    seed: int,
     dim: int,
     order: list[int],
     new_dim: int,
     new_order: list[int],
+    seed: int = 0,
+    data: Any = None,
 ) -> dict[str, Any]:
-    """Shard from rank 0, reshard to ``(new_dim, new_order)``; report old and new local data."""
+    """Shard the global tensor (``data``, or the seeded one) from rank 0, reshard to
+    ``(new_dim, new_order)``; report old and new local data."""
     adapter = adapters.load(impl)
-    source = make_global(shape, dtype, seed).to(ctx.device)
+    source = make_global(shape, dtype, seed, data).to(ctx.device)
     st = adapter.st_shard(source, dim, placements_of(order, ctx.device), 0, None)
     old = [(t.clone(), meta) for t, meta in adapter.st_local_shards(st)]
     moved = adapter.st_reshard(st, new_dim, placements_of(new_order, ctx.device))
     held = adapter.st_local_shards(st)
     return {
+        "before": old,
         "local": adapter.st_local_shards(moved),
         "describe": adapter.st_describe(moved),
         "old_unchanged": len(held) == len(old)
