@@ -15,7 +15,15 @@ from collections.abc import Sequence
 import torch
 
 from conformance.oracle.placements import normalize
-from conformance.oracle.vocabulary import Placement, Shard, StridedShard, chunk_bounds
+from conformance.oracle.tensors import make_global
+from conformance.oracle.vocabulary import (
+    Partial,
+    Placement,
+    Shard,
+    StridedShard,
+    chunk_bounds,
+    parse_placements,
+)
 
 IndexSequences = tuple[tuple[int, ...], ...]
 
@@ -97,3 +105,22 @@ def local_tensor(
     return take(
         global_tensor, index_sequences(global_tensor.shape, mesh_shape, placements, coordinate)
     )
+
+
+def source_local(
+    shape: list[int],
+    dtype: str,
+    seed: int,
+    mesh_shape: list[int],
+    placements: list[str],
+    coord: tuple[int, ...],
+) -> torch.Tensor:
+    """The local tensor coordinate ``coord`` passes to ``from_local``: the layout slice of a
+    global tensor whose seed differs along the ``P`` mesh dims only (so replicas agree and the
+    partial values differ)."""
+    parsed = parse_placements(placements)
+    offset = 0
+    for k, c, p in zip(mesh_shape, coord, parsed, strict=True):
+        offset = offset * k + (c if isinstance(p, Partial) else 0)
+    value = make_global(shape, dtype, seed + 7919 * offset)
+    return local_tensor(value, mesh_shape, parsed, coord)

@@ -13,12 +13,11 @@ from hypothesis import strategies as st
 from conformance import judge
 from conformance import strategies as ss
 from conformance.oracle import dt_api, dt_redistribute, tolerance
-from conformance.oracle.layout import local_tensor
+from conformance.oracle.layout import local_tensor, source_local
 from conformance.oracle.mesh import by_rank
 from conformance.oracle.placements import normalize, partial_op
 from conformance.oracle.tensors import make_global
 from conformance.oracle.vocabulary import Mesh, Partial, format_placements, parse_placements
-from conformance.tasks.dtensor import source_local
 from conformance.world import Case
 
 

@@ -8,11 +8,11 @@ import torch
 
 from conformance import adapters
 from conformance.oracle.dt_api import contiguous_stride
-from conformance.oracle.layout import local_tensor
+from conformance.oracle.layout import source_local
 from conformance.oracle.mesh import coordinate
 from conformance.oracle.placements import normalize
 from conformance.oracle.tensors import make_global
-from conformance.oracle.vocabulary import Mesh, Partial, parse_placements
+from conformance.oracle.vocabulary import Mesh, parse_placements
 from conformance.world import RankContext
 
 
@@ -87,25 +87,6 @@ def mesh_facts(
         facts["groups"] = [[list(g), local] for g, local in groups]
         facts["named"] = {n: adapter.dt_mesh_named(device_mesh, n) for n in names or ()}
     return facts
-
-
-def source_local(
-    shape: list[int],
-    dtype: str,
-    seed: int,
-    mesh_shape: list[int],
-    placements: list[str],
-    coord: tuple[int, ...],
-) -> torch.Tensor:
-    """The local tensor coordinate ``coord`` passes to ``from_local``: the layout slice of a
-    global tensor whose seed differs along the ``P`` mesh dims only (so replicas agree and the
-    partial values differ)."""
-    parsed = parse_placements(placements)
-    offset = 0
-    for k, c, p in zip(mesh_shape, coord, parsed, strict=True):
-        offset = offset * k + (c if isinstance(p, Partial) else 0)
-    value = make_global(shape, dtype, seed + 7919 * offset)
-    return local_tensor(value, mesh_shape, parsed, coord)
 
 
 def _local_input(ctx, shape, dtype, seed, mesh_shape, mesh_ranks, placements) -> torch.Tensor:
