@@ -1,4 +1,5 @@
-"""A pytest plugin for the mutation runs: the ``ci`` profile made deterministic.
+"""A pytest plugin for the mutation runs: the (derandomized) ``ci`` profile made fully
+deterministic.
 
 Hypothesis keeps looking for further bugs for up to ten seconds after the first one, so on a
 busy machine a run can shrink towards a different (equally minimal) case; and the example
@@ -15,5 +16,4 @@ settings.register_profile(
     **profiles.PROFILES["ci"],
     report_multiple_bugs=False,
     database=None,
-    derandomize=True,
 )
