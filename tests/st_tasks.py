@@ -16,6 +16,7 @@ import reference.sharded_tensor as st
 from conformance.world import RankContext
 from reference.sharded_tensor import Shard
 from reference.sharded_tensor import ShardMetadata as SM
+from reference.sharded_tensor.bench import counting_sends
 
 DTYPES = {"float64": torch.float64, "int64": torch.int64, "float32": torch.float32}
 
@@ -86,6 +87,25 @@ def round_trip(
             torch.equal(a, s.tensor) for a, s in zip(before, t.local_shards(), strict=True)
         ),
     }
+
+
+def sent_bytes(
+    ctx: RankContext, shape: list[int], dim: int, placements: list[int], new_placements: list[int]
+) -> dict[str, int]:
+    """The bytes this rank sends to shard from rank 0, gather to rank 0, and reshard from
+    chunks on ``dim`` over ``placements`` to chunks on the last dim over ``new_placements``."""
+    x = exact_values(shape, "float64")
+    sent = {}
+    with counting_sends() as count:
+        t = st.shard(x, chunk(dim, placements))
+    sent["shard"] = count[0]
+    with counting_sends() as count:
+        t.gather(dst=0, out=torch.empty_like(x) if ctx.rank == 0 else None)
+    sent["gather"] = count[0]
+    with counting_sends() as count:
+        t.reshard(chunk(-1, new_placements))
+    sent["reshard"] = count[0]
+    return sent
 
 
 def construct(ctx: RankContext, placements: list[int], shape: list[int], dtype: str) -> dict:

@@ -8,7 +8,8 @@ import torch
 from st_tasks import exact_values
 
 from conformance.world import Case
-from reference.sharded_tensor import ChunkShardingSpec, TensorProperties
+from reference.sharded_tensor import ChunkShardingSpec, ShardMetadata, TensorProperties
+from reference.sharded_tensor.bench import lower_bound
 
 
 def chunk(dim: int, ranks: list[int]) -> ChunkShardingSpec:
@@ -229,3 +230,28 @@ def test_flatten_puts_the_inner_local_shard_in_outer_coordinates(world):
         # ST-FLAT-7: the boxes tile the outer size.
         volume = sum(torch.Size(b[1]).numel() for b in boxes)
         assert volume == 8 * n
+
+
+@pytest.mark.parametrize(
+    ("shape", "dim", "placements", "new_placements"),
+    [
+        ([8, 4], 0, [0, 1, 2, 3], [0, 1, 2, 3]),  # even: rows to columns
+        ([5, 3], 0, [2, 0, 3, 1], [3, 1, 0, 2]),  # uneven, permuted, an empty chunk
+        ([7], 0, [1, 2, 0, 3], [3, 0, 2, 1]),  # one dim: reshard permutes the chunks
+    ],
+)
+def test_shard_gather_and_reshard_send_exactly_the_elements_whose_owner_changes(
+    world_pool, shape, dim, placements, new_placements
+):
+    """The data path's lower bound (issue: bytes moved equal it): each element crosses the wire
+    once, from the rank that holds it to the rank that needs it, and nothing else does."""
+    world = world_pool.get(4)
+    args = {"shape": shape, "dim": dim, "placements": placements, "new_placements": new_placements}
+    sent = world.run(Case("st_tasks:sent_bytes", args)).values()
+    size, props = torch.Size(shape), TensorProperties(dtype=torch.float64)
+    rows = chunk(dim, placements).build_metadata(size, props).shards_metadata
+    columns = chunk(-1, new_placements).build_metadata(size, props).shards_metadata
+    whole = [ShardMetadata([0] * len(shape), shape, "rank:0/cpu")]
+    moves = {"shard": (whole, rows), "gather": (rows, whole), "reshard": (rows, columns)}
+    for op, (old, new) in moves.items():
+        assert sum(rank[op] for rank in sent) == lower_bound(old, new, size, 8), (op, sent)

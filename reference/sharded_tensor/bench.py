@@ -1,0 +1,182 @@
+"""Figures, not pass/fail: reference ShardedTensor beside PyTorch's on one Gloo world.
+
+    python -m reference.sharded_tensor.bench [--ranks 4] [--mib 64] [--repeats 5]
+
+Prints
+- for shard (from rank 0 into row chunks), gather (row chunks to rank 0) and reshard (row chunks
+  to column chunks): the bytes the reference sent, counted at ``batch_isend_irecv`` while it
+  ran, against the lower bound (every element whose owner changes, sent once); the excess is
+  the padding;
+- the time of each as the ratio reference / PyTorch: median of the repeats, same world, same
+  tensor, the two run in turn so neither always meets the warmer machine;
+- the time of overlap + coverage validation of a 256 x 256 grid of shards (65,536 shards) as the
+  ratio reference / PyTorch's ``validate_non_overlapping_shards_metadata`` + ``check_tensor``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import math
+import statistics
+import time
+import warnings
+from collections.abc import Callable, Iterator
+
+import torch
+import torch.distributed as dist
+
+import reference.sharded_tensor as ref
+from conformance.world import Case, LocalWorld
+from conformance.world.rank import RankContext
+
+
+@contextlib.contextmanager
+def counting_sends() -> Iterator[list[int]]:
+    """Count the bytes this rank hands to ``batch_isend_irecv`` to send: every byte of data the
+    reference moves passes there (the verdict exchange of validation aside)."""
+    sent = [0]
+    original = dist.batch_isend_irecv
+
+    def counted(ops: list[dist.P2POp]) -> list:
+        sent[0] += sum(
+            o.tensor.numel() * o.tensor.element_size() for o in ops if o.op is dist.isend
+        )
+        return original(ops)
+
+    dist.batch_isend_irecv = counted
+    try:
+        yield sent
+    finally:
+        dist.batch_isend_irecv = original
+
+
+def owners(shards: list[ref.ShardMetadata], size: torch.Size) -> torch.Tensor:
+    """The rank that holds each element: the dense form of a layout."""
+    owner = torch.full(size, -1, dtype=torch.int8)
+    for s in shards:
+        view = owner
+        for d, (o, n) in enumerate(zip(s.shard_offsets, s.shard_sizes, strict=True)):
+            view = view.narrow(d, o, n)
+        view.fill_(s.placement.rank())
+    return owner
+
+
+def lower_bound(old: list, new: list, size: torch.Size, itemsize: int) -> int:
+    """Elements whose owner changes, in bytes: no algorithm can move fewer."""
+    return itemsize * int((owners(old, size) != owners(new, size)).sum())
+
+
+def time_case(ctx: RankContext, side: int, repeats: int) -> dict[str, dict]:
+    """Run shard, gather and reshard ``repeats`` times each with the reference and with
+    PyTorch; this rank's times and bytes sent."""
+    warnings.filterwarnings("ignore")  # PyTorch's ShardedTensor is deprecated
+    from torch.distributed._shard.api import _shard_tensor
+    from torch.distributed._shard.sharding_spec import ChunkShardingSpec as TorchChunk
+
+    x = torch.arange(side * side, dtype=torch.float32).reshape(side, side)
+    placements = [f"rank:{r}/cpu" for r in range(ctx.world_size)]
+    rows, cols = ref.ChunkShardingSpec(0, placements), ref.ChunkShardingSpec(1, placements)
+    torch_rows, torch_cols = TorchChunk(0, placements), TorchChunk(1, placements)
+    out = torch.empty_like(x) if ctx.rank == 0 else None
+    ours, theirs = ref.shard(x, rows), _shard_tensor(x, torch_rows)
+    # Each op: (reference, PyTorch, setup of PyTorch's argument). PyTorch reshards in place, so
+    # every run gets a fresh tensor, made outside the timing.
+    ops: dict[str, tuple[Callable, Callable, Callable]] = {
+        "shard": (lambda: ref.shard(x, rows), lambda _: _shard_tensor(x, torch_rows), lambda: None),
+        "gather": (lambda: ours.gather(0, out), lambda _: theirs.gather(0, out), lambda: None),
+        "reshard": (
+            lambda: ours.reshard(cols),
+            lambda fresh: fresh.reshard(torch_cols),
+            lambda: _shard_tensor(x, torch_rows),
+        ),
+    }
+    figures = {}
+    for name, (run_ours, run_theirs, setup) in ops.items():
+        times: dict[str, list[float]] = {"reference": [], "torch": []}
+        for repeat in range(repeats):
+            arg = setup()
+            pair = [("reference", run_ours), ("torch", functools.partial(run_theirs, arg))]
+            for who, run in pair if repeat % 2 else pair[::-1]:
+                with counting_sends() as sent:
+                    dist.barrier()
+                    began = time.perf_counter()
+                    run()
+                    dist.barrier()
+                times[who].append(time.perf_counter() - began)
+                if who == "reference":
+                    figures[name] = {"sent": sent[0]}
+        figures[name] |= {who: statistics.median(t) for who, t in times.items()}
+    return figures
+
+
+def validation_figures(side: int = 256) -> tuple[float, float]:
+    """Seconds to check a ``side`` x ``side`` grid of shards: the reference, then PyTorch."""
+    from torch.distributed._shard.metadata import ShardMetadata as TorchSM
+    from torch.distributed._shard.sharding_spec._internals import (
+        check_tensor,
+        validate_non_overlapping_shards_metadata,
+    )
+
+    grid = [(i * 2, j * 3) for i in range(side) for j in range(side)]
+    size = torch.Size([2 * side, 3 * side])
+    ours = ref.ShardedTensorMetadata(
+        [ref.ShardMetadata([i, j], [2, 3], "rank:0/cpu") for i, j in grid], size
+    )
+    theirs = [TorchSM([i, j], [2, 3], "rank:0/cpu") for i, j in grid]
+
+    start = time.perf_counter()
+    ref.check_layout(ours)
+    ours_s = time.perf_counter() - start
+    start = time.perf_counter()
+    validate_non_overlapping_shards_metadata(theirs)
+    check_tensor(theirs, size)
+    return ours_s, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--mib", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+
+    side = math.isqrt(args.mib * 2**20 // 4)
+    size = torch.Size([side, side])
+    with LocalWorld(args.ranks, "gloo", case_timeout_s=600, grace_s=5) as world:
+        case = Case(
+            "reference.sharded_tensor.bench:time_case", {"side": side, "repeats": args.repeats}
+        )
+        ranks = list(world.run(case, timeout_s=600).values())
+
+    placements = [f"rank:{r}/cpu" for r in range(args.ranks)]
+    props = ref.TensorProperties(dtype=torch.float32)
+    rows = ref.ChunkShardingSpec(0, placements).build_metadata(size, props).shards_metadata
+    cols = ref.ChunkShardingSpec(1, placements).build_metadata(size, props).shards_metadata
+    whole = [ref.ShardMetadata([0, 0], list(size), "rank:0/cpu")]
+    moves = {"shard": (whole, rows), "gather": (rows, whole), "reshard": (rows, cols)}
+
+    mib = 4 * side * side / 2**20
+    print(f"{args.ranks}-rank Gloo world, float32 {side}x{side} ({mib:.0f} MiB), ", end="")
+    print(f"median of {args.repeats}")
+    header = ("op", "sent MiB", "bound MiB", "padding", "ref s", "torch s", "ratio")
+    print("{:<8} {:>9} {:>10} {:>8} {:>8} {:>8} {:>6}".format(*header))
+    for op, (old, new) in moves.items():
+        sent = sum(r[op]["sent"] for r in ranks)
+        bound = lower_bound(old, new, size, 4)
+        ours = max(r[op]["reference"] for r in ranks)
+        theirs = max(r[op]["torch"] for r in ranks)
+        print(
+            f"{op:<8} {sent / 2**20:>9.1f} {bound / 2**20:>10.1f} {sent - bound:>8d} "
+            f"{ours:>8.3f} {theirs:>8.3f} {ours / theirs:>6.2f}"
+        )
+    ours_s, theirs_s = validation_figures()
+    print(
+        f"validation of a 256x256 grid (65,536 shards): reference {ours_s:.3f} s, "
+        f"PyTorch {theirs_s:.3f} s, ratio {ours_s / theirs_s:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
