@@ -86,9 +86,10 @@ def init_from_local_shards_and_global_metadata(
         check_properties(metadata.tensor_properties)
         check_layout(metadata)
         # ST-VALID-12, 13: every entry names a rank of the group.
-        check_placements(metadata.shards_metadata, dist.get_process_group_ranks(group))
+        members = dist.get_process_group_ranks(group)
+        check_placements(metadata.shards_metadata, members)
         shards = list(local_shards)
-        _check_own(shards, dist.get_process_group_ranks(group))
+        _check_own(shards, members)
         me = dist.get_rank()
         entries = [s for s in metadata.shards_metadata if s.placement.rank() == me]
         # ST-VALID-11: the local shards are this rank's entries, no more, no fewer.
