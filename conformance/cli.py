@@ -50,18 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     fixtures.add_argument("--files", help="verify: comma-separated file stems (default: all)")
     fixtures.add_argument("--world-size", type=int, help="save-regression (default: inferred)")
     fixtures.add_argument("--name", help="save-regression: file name without .json")
-    fixtures.set_defaults(handler=lambda args, extra: _fixtures(args))
+    fixtures.set_defaults(handler=_fixtures)
 
     argv = sys.argv[1:] if argv is None else argv
-    ours, extra = (
-        (argv[: argv.index("--")], argv[argv.index("--") + 1 :])
-        if "--" in argv
-        else (
-            argv,
-            [],
-        )
-    )
-    args = parser.parse_args(ours)
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split])
+    extra = argv[split + 1 :]
     if extra and args.command != "run":
         parser.error(f"only 'run' passes arguments after -- on to pytest: {' '.join(extra)}")
     return args.handler(args, extra)
@@ -133,7 +127,7 @@ def _bench(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
-def _fixtures(args: argparse.Namespace) -> int:
+def _fixtures(args: argparse.Namespace, extra: list[str]) -> int:
     from conformance.fixtures.cli import main as fixtures_main
 
     return fixtures_main(args)
