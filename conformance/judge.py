@@ -22,6 +22,7 @@ from hypothesis import assume, currently_in_test_context, reject
 from conformance.oracle.vocabulary import Verdict
 from conformance.report import NOT_CLAIMED
 from conformance.world import CaseResult, Raised, Returned
+from conformance.world.local import retire_latest_world
 from conformance.world.protocol import RULE_ID
 
 
@@ -61,8 +62,10 @@ def fail(message: str, rules: str | Iterable[str] | None) -> NoReturn:
 
     A failure of known-failing rules only does not end a property: its example is discarded and
     the rules recorded, so the test goes on judging the other rules it cites. Outside a
-    property, the test ends as an expected failure."""
+    property, the test ends as an expected failure. Either way the world that ran the case is
+    retired (``retire_latest_world``)."""
     __tracebackhide__ = True
+    retire_latest_world()
     violated = (rules,) if isinstance(rules, str) else tuple(rules or ())
     if violated and KNOWN.expected.issuperset(violated):
         KNOWN.seen.update(violated)

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from conformance import judge
 from conformance.world import Case, CaseFailed, Died, Hung, LocalWorld, Raised, Returned
 
 TIMEOUT_S = 4.0
@@ -89,6 +90,20 @@ def test_a_raise_on_every_rank_is_reported_and_the_next_case_gets_a_fresh_world(
 def test_a_message_left_in_flight_by_a_raising_rank_does_not_reach_the_next_case(world4):
     run_fault(world4, Case("world_tasks:raise_after_sending"))
     assert world4.run(Case("world_tasks:receive_from_zero")).values()[1] == [7.0]
+
+
+def test_a_case_the_judge_fails_retires_its_world_though_every_rank_returned(world4):
+    """Rank 0 alone builds a group: every rank returns, but the world's group counters disagree,
+    so the next sub-group would never meet (the ranks in it hang). Judged a failure, the case
+    takes its world with it."""
+    assert world4.run(Case("world_tasks:extra_group_on", {"rank": 0})).ok
+    before = world4.pids()
+    with pytest.raises(pytest.fail.Exception):
+        judge.fail("the implementation let one rank build a group alone", "DT-MESH-10")
+    assert not world4.running
+    assert not [pid for pid in before if alive(pid)]
+    result = world4.run(Case("world_tasks:sub_group_sum", {"ranks": [0, 1]}), timeout_s=TIMEOUT_S)
+    assert result.ok, result.report("a sub-group after the retired world")
 
 
 def test_values_of_a_failed_case_raise_a_report_with_every_rank_and_the_replay(world4):

@@ -100,3 +100,10 @@ def chunk_sizes(ctx: RankContext, length: int) -> list[int]:
     sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(ctx.world_size)]
     dist.all_gather(sizes, torch.tensor([mine]))
     return [int(s) for s in sizes]
+
+
+def extra_group_on(ctx: RankContext, rank: int) -> None:
+    """Only ``rank`` builds a group: every rank returns, but the world's group counters now
+    disagree (as after an implementation that let ranks build different meshes)."""
+    if ctx.rank == rank:
+        dist.new_group([rank], backend=ctx.backend.torch_name)

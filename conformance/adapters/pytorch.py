@@ -3,6 +3,10 @@
 ``ShardedTensor`` from ``torch.distributed._shard`` and ``DTensor`` from
 ``torch.distributed.tensor``. Translation only: where PyTorch breaks a rule, the failure stays
 visible and is listed, with its reason, in ``conformance/xfails/torch.txt``.
+
+Every module is imported at the top, none on first use: the driver imports the adapter before it
+forks its rank worlds, so ranks start with them loaded and no case pays for an import (that of
+``torch.distributed.checkpoint`` takes seconds on a busy machine, past a short case timeout).
 """
 
 from __future__ import annotations
@@ -13,17 +17,24 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed._shard import sharded_tensor as sharded
 from torch.distributed._shard.api import _shard_tensor
 from torch.distributed._shard.metadata import ShardMetadata
 from torch.distributed._shard.sharded_tensor import Shard as TorchShard
-from torch.distributed._shard.sharded_tensor import ShardedTensor, init_from_local_shards
+from torch.distributed._shard.sharded_tensor import ShardedTensor, init_from_local_shards, metadata
 from torch.distributed._shard.sharded_tensor.metadata import TensorProperties
-from torch.distributed._shard.sharding_spec import ChunkShardingSpec
+from torch.distributed._shard.sharding_spec import (
+    ChunkShardingSpec,
+    EnumerableShardingSpec,
+    ShardingSpec,
+)
 from torch.distributed._shard.sharding_spec._internals import (
     check_tensor,
     validate_non_overlapping_shards_metadata,
 )
+from torch.distributed.checkpoint._sharded_tensor_utils import _flatten_sharded_tensors
 from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.remote_device import _remote_device
 from torch.distributed.tensor import DTensor, Partial, Placement, Replicate, distribute_tensor
 from torch.distributed.tensor import Shard as DShard
 from torch.distributed.tensor._utils import _compute_local_shape_and_global_offset
@@ -117,12 +128,6 @@ class PyTorchAdapter:
         return st.reshard(ChunkShardingSpec(dim=dim, placements=list(placements)))
 
     def st_api(self) -> SimpleNamespace:
-        from torch.distributed._shard import sharded_tensor as sharded
-        from torch.distributed._shard.sharded_tensor import metadata
-        from torch.distributed._shard.sharding_spec import EnumerableShardingSpec, ShardingSpec
-        from torch.distributed.checkpoint._sharded_tensor_utils import _flatten_sharded_tensors
-        from torch.distributed.remote_device import _remote_device
-
         return SimpleNamespace(
             ShardMetadata=ShardMetadata,
             TensorProperties=metadata.TensorProperties,

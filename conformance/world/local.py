@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 import traceback
+import weakref
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,22 @@ def _without_fork_ancestry(stack: str) -> str:
             kept.append(line)
         skipping = skipping or line.endswith(" in _rank_main")
     return "\n".join(kept)
+
+
+_latest: weakref.ref[LocalWorld] | None = None  # the world that ran this process's latest case
+
+
+def retire_latest_world() -> None:
+    """Close the world that ran this process's latest case, so that its next case starts afresh.
+
+    The judge calls this when it fails a case. An implementation can break a rule while every
+    rank returns and still leave the world out of step: ranks that built different meshes have
+    called ``new_group`` different numbers of times, so the next group they build never meets;
+    a message sent and never received waits for the next case. A world that ran a failing case
+    is not trusted with another."""
+    world = _latest() if _latest is not None else None
+    if world is not None:
+        world.close()
 
 
 class LocalWorld:
@@ -246,7 +263,9 @@ class LocalWorld:
         messages in flight or collectives out of step, which would corrupt the next case, and a
         fresh forked world costs tens of milliseconds.
         """
+        global _latest
         self.start()
+        _latest = weakref.ref(self)
         started = time.monotonic()
         outcomes = self._exchange(case, timeout_s or self.case_timeout_s)
         result = CaseResult(
