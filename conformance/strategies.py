@@ -4,6 +4,7 @@ tensor dim, dtypes whose values a float32 round trip would change."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from hypothesis import strategies as st
@@ -16,6 +17,20 @@ def shapes(draw, min_dims: int = 0, max_dims: int = 3, max_side: int = 7) -> lis
     """Small shapes with many 0s, 1s and sizes that do not divide evenly."""
     ndim = draw(st.integers(min_dims, max_dims))
     return draw(st.lists(st.integers(0, max_side), min_size=ndim, max_size=ndim))
+
+
+@st.composite
+def grid_boxes(draw, shape: list[int], max_cuts: int = 2) -> list[tuple[tuple[int, ...], ...]]:
+    """``(offsets, sizes)`` boxes that tile ``shape`` as a grid, each dim cut at up to
+    ``max_cuts`` points (a dim of size 0 gives one empty span), in row-major order."""
+    cuts = [
+        sorted(set(draw(st.lists(st.integers(0, n), max_size=max_cuts))) | {0, n}) for n in shape
+    ]
+    boxes: list[tuple[tuple[int, ...], ...]] = [((), ())]
+    for d_cuts in cuts:
+        spans = list(itertools.pairwise(d_cuts)) or [(0, 0)]
+        boxes = [((*o, a), (*s, b - a)) for o, s in boxes for a, b in spans]
+    return boxes
 
 
 @st.composite

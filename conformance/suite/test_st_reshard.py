@@ -34,16 +34,25 @@ def _oracle_spec(data):
     return data
 
 
-@st.composite
-def reshard_cases(draw, world_sizes: list[int]):
-    """A chunk layout over a group and a new spec: a permutation along any dim (every size), or
-    one thing that is unsupported or invalid (ERR-11)."""
+def _chunk_reshard(draw, world_sizes: list[int], min_members: int):
+    """A world, a group of ``min_members`` or more of its ranks, a shape, and two chunk specs
+    over the group (any dim, any order of the members): the tensor's and the new one."""
     world_size = draw(st.sampled_from(world_sizes))
-    group = sorted(draw(st.permutations(range(world_size)))[: draw(st.integers(1, world_size))])
+    order = draw(st.permutations(range(world_size)))
+    group = sorted(order[: draw(st.integers(min_members, world_size))])
     shape = draw(ss.shapes(min_dims=1, max_dims=3, max_side=6))
     n = len(shape)
     spec = {"dim": draw(st.integers(-n, n - 1)), "ranks": draw(st.permutations(group))}
     new = {"dim": draw(st.integers(-n, n - 1)), "ranks": draw(st.permutations(group))}
+    return world_size, group, shape, spec, new
+
+
+@st.composite
+def reshard_cases(draw, world_sizes: list[int]):
+    """A chunk layout over a group and a new spec: a permutation along any dim (every size), or
+    one thing that is unsupported or invalid (ERR-11)."""
+    world_size, group, shape, spec, new = _chunk_reshard(draw, world_sizes, min_members=1)
+    n = len(shape)
     fault = draw(st.sampled_from(FAULTS))
     if fault == "identity":
         new = spec
@@ -142,12 +151,8 @@ def differing_reshards(draw, world_sizes: list[int]):
     chunk spec but one, ``odd``, which passes another valid chunk spec: another dim (the same
     dim written with the other sign is another spec too), another order of the members, or the
     tensor's current spec (ST-RESHARD-9)."""
-    world_size = draw(st.sampled_from(world_sizes))
-    group = sorted(draw(st.permutations(range(world_size)))[: draw(st.integers(2, world_size))])
-    shape = draw(ss.shapes(min_dims=1, max_dims=3, max_side=6))
+    world_size, group, shape, spec, new = _chunk_reshard(draw, world_sizes, min_members=2)
     n = len(shape)
-    spec = {"dim": draw(st.integers(-n, n - 1)), "ranks": draw(st.permutations(group))}
-    new = {"dim": draw(st.integers(-n, n - 1)), "ranks": draw(st.permutations(group))}
     kind = draw(st.sampled_from(["dim", "order", "current"]))
     if kind == "current" and _oracle_spec(new) != _oracle_spec(spec):
         other = spec

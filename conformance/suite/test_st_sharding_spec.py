@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 import torch
 from hypothesis import given
@@ -104,11 +102,7 @@ def enumerable_shards(draw):
     shard of another ndim, an overlap, a gap or a box out of bounds (the last two only break
     ``build_metadata``)."""
     shape = draw(ss.shapes(min_dims=1, max_dims=2, max_side=5))
-    cuts = [sorted(set(draw(st.lists(st.integers(0, n), max_size=2))) | {0, n}) for n in shape]
-    boxes = [((), ())]
-    for d_cuts in cuts:
-        spans = list(itertools.pairwise(d_cuts)) or [(0, 0)]
-        boxes = [((*o, a), (*s, b - a)) for o, s in boxes for a, b in spans]
+    boxes = draw(ss.grid_boxes(shape))
     shards = [ShardMeta(o, s, f"rank:{i % 3}/cpu") for i, (o, s) in enumerate(boxes)]
     fault = draw(st.sampled_from(["none", "none", "empty", "ndim", "overlap", "gap", "out"]))
     i = draw(st.integers(0, len(shards) - 1))
@@ -162,11 +156,7 @@ def rankless_specs(draw, world_sizes: list[int]):
     of the two per case (ERR-11)."""
     world_size = draw(st.sampled_from(world_sizes))
     shape = draw(ss.shapes(min_dims=1, max_dims=2, max_side=5))
-    cuts = [sorted(set(draw(st.lists(st.integers(0, n), max_size=2))) | {0, n}) for n in shape]
-    boxes = [((), ())]
-    for d_cuts in cuts:
-        spans = list(itertools.pairwise(d_cuts)) or [(0, 0)]
-        boxes = [((*o, a), (*s, b - a)) for o, s in boxes for a, b in spans]
+    boxes = draw(ss.grid_boxes(shape))
     rankless = draw(st.sampled_from(["cpu", "worker0/cpu"]))
     chosen = draw(st.sets(st.integers(0, len(boxes) - 1), min_size=1))
     return (

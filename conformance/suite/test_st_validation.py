@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -23,18 +21,23 @@ from conformance.oracle.st_validation import (
 from conformance.world import Case
 
 
+def _local_inputs(args: dict, group: list[int]) -> dict[int, list[LocalShard]]:
+    """What each rank of a from_local case passes, as the oracle reads it."""
+    return {
+        r: [LocalShard(ShardMeta.from_json(s["metadata"]), _tensor_info(s["tensor"]))
+            for s in args["shards_by_rank"][r]]
+        for r in group
+    }  # fmt: skip
+
+
 @st.composite
 def grid_layouts(draw):
     """A valid grid of boxes over a 1-d to 3-d shape, then at most one violation (ERR-11):
     an overlap, a gap, a box out of bounds, a box of the wrong ndim, or no box at all."""
     shape = draw(ss.shapes(min_dims=1, max_dims=3, max_side=6))
-    cuts = [sorted(set(draw(st.lists(st.integers(0, n), max_size=3))) | {0, n}) for n in shape]
-    boxes = [([], [])]
-    for d_cuts in cuts:
-        spans = list(itertools.pairwise(d_cuts)) or [(0, 0)]
-        boxes = [([*o, a], [*s, b - a]) for o, s in boxes for a, b in spans]
-    shards = [{"offsets": o, "sizes": s, "placement": f"rank:{i % 4}/cpu"} for i, (o, s) in
-              enumerate(boxes)]  # fmt: skip
+    boxes = draw(ss.grid_boxes(shape, max_cuts=3))
+    shards = [{"offsets": list(o), "sizes": list(s), "placement": f"rank:{i % 4}/cpu"}
+              for i, (o, s) in enumerate(boxes)]  # fmt: skip
     fault = draw(st.sampled_from(["none", "overlap", "gap", "out", "ndim", "empty"]))
     i = draw(st.integers(0, len(shards) - 1))
     d = draw(st.integers(0, len(shape) - 1))
@@ -198,11 +201,7 @@ def test_construction_from_local_shards_checks_every_rank_and_keeps_the_data(
         Case("conformance.tasks.sharded_tensor:from_local_checked", {"impl": impl_name, **args})
     )
     group = list(range(world_size))
-    inputs = {
-        r: [LocalShard(ShardMeta.from_json(s["metadata"]), _tensor_info(s["tensor"]))
-            for s in args["shards_by_rank"][r]]
-        for r in group
-    }  # fmt: skip
+    inputs = _local_inputs(args, group)
     if args["kind"] == "local":
         verdict = init_from_local_shards_verdict(inputs, dict(enumerate(args["size_by_rank"])),
                                                  group)  # fmt: skip
@@ -241,10 +240,6 @@ def test_two_local_tensors_of_one_rank_that_differ_in_properties_fail_on_every_r
         Case("conformance.tasks.sharded_tensor:from_local_checked", {"impl": impl_name, **args})
     )
     group = list(range(world_size))
-    inputs = {
-        r: [LocalShard(ShardMeta.from_json(s["metadata"]), _tensor_info(s["tensor"]))
-            for s in args["shards_by_rank"][r]]
-        for r in group
-    }  # fmt: skip
+    inputs = _local_inputs(args, group)
     verdict = init_from_local_shards_verdict(inputs, dict(enumerate(args["size_by_rank"])), group)
     judge.assert_collective_verdict(result, verdict)
