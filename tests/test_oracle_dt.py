@@ -291,8 +291,53 @@ def test_rounding_of_the_sum_partition():
     assert parts[0].tolist() == [0.3333333432674408, 0.03333333507180214]
     s = full_tensor(parts, (2,), mesh, P(["P(sum)"]), 3)[0]
     assert s.tolist() == [1.0, 0.10000000894069672]
-    assert within(s, v, partition_tolerance(v, 3))
-    assert partition_tolerance(v, 2).eq(0).all()
+    assert within(s, v, partition_tolerance([v] * 3, 3, 1))
+    assert partition_tolerance([v] * 2, 2, 1).eq(0).all()
+
+
+def _partitioned_sums(xs, sizes):
+    """Every way a conforming implementation may reduce the partition of ``xs`` (one value per
+    member of the partial group) over mesh dims of ``sizes``: each value divided by each size
+    (one rounding per dim, in either dim order), then the pieces summed in every order, as
+    pairs, or in float64 rounded once."""
+    for dims in itertools.permutations(sizes):
+        pieces = []
+        for x in xs:
+            for k in dims:
+                x = x / k
+            pieces.append(x)
+        yield from _orders("sum", pieces)
+
+
+@pytest.mark.rules("DT-REDIST-8")
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from([torch.float32, torch.float64]),
+    st.sampled_from([(3,), (4,), (2, 2), (2, 3)]),
+    st.data(),
+)
+def test_the_partition_bound_admits_every_evaluation_and_cancellation(dtype, sizes, data):
+    """DT-REDIST-8: pieces of different ranks' values may cancel (``src_data_rank=None``), so the
+    rounding scales with the pieces, not with the result. Every evaluation is within the bound of
+    the oracle's, which divides in mesh-dim order and folds left."""
+    n = math.prod(sizes)
+    values = st.floats(-1e3, 1e3, allow_subnormal=False, width=32)
+    xs = [torch.tensor([data.draw(values)], dtype=dtype) for _ in range(n)]
+    oracle = next(_partitioned_sums(xs, sizes))
+    bound = partition_tolerance(xs, n, len(sizes))
+    for got in _partitioned_sums(xs, sizes):
+        assert within(got, oracle, bound), (got, oracle, bound)
+
+
+def test_the_partition_bound_holds_for_the_cancellation_a_correct_implementation_met():
+    """The case that failed the reference under the old bound (n * eps * |v|): pieces 26.5,
+    38.33, -65.17 of three ranks' own values, whose sum is near zero."""
+    xs = [torch.tensor([3 * p], dtype=torch.float32) for p in (26.5, 38.33, -65.17)]
+    oracle = next(_partitioned_sums(xs, (3,)))
+    for got in _partitioned_sums(xs, (3,)):
+        assert within(got, oracle, partition_tolerance(xs, 3, 1))
+    old_bound = 3 * torch.finfo(torch.float32).eps * oracle.double().abs()
+    assert any(not within(got, oracle, old_bound) for got in _partitioned_sums(xs, (3,)))
 
 
 @pytest.mark.rules("DT-REDIST-7", "DT-REDIST-9", "DT-REDIST-10", "DT-REDIST-11")

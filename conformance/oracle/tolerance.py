@@ -56,13 +56,23 @@ def tolerance(op: str, parts: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.where(_exact_sums(x, dtype), zero, bound)
 
 
-def partition_tolerance(value: torch.Tensor, n: int) -> torch.Tensor:
-    """Element-wise bound on ``|s - v|`` when a value ``v`` partitioned into ``P(sum)`` over
-    mesh dims of total size ``n`` is reduced again (DT-REDIST-8): ``n * eps * |v|``, and zero
-    for ``n <= 2`` and for integer dtypes, which partition exactly."""
-    if not value.dtype.is_floating_point or n <= 2:
-        return torch.zeros(value.shape, dtype=torch.float64)
-    return n * torch.finfo(value.dtype).eps * value.to(torch.float64).abs()
+def partition_tolerance(partitioned: Sequence[torch.Tensor], n: int, m: int) -> torch.Tensor:
+    """Element-wise bound on ``|s - s'|`` for two evaluations (the implementation's and the
+    oracle's) of a ``P(sum)`` partition reduced again (DT-REDIST-8).
+
+    ``partitioned`` are the values the ``n`` members of a partial group divided (the same value
+    ``n`` times when one source is partitioned; any superset bounds from above), over ``m`` mesh
+    dims of size above 1. Each piece ``x / n`` is rounded once per dim and the ``n`` pieces are
+    summed in any order, so each evaluation is within ``(n - 1 + m) * eps / 2 * sum |x_i| / n``
+    of the exact value (to first order), and the two within ``(n + m) * eps * sum |x_i| / n`` of
+    each other. The bound scales with the pieces, not with the result: pieces of different
+    sources may cancel. Zero for ``n <= 2`` (halves are exact, their sum rounds once) and for
+    integer dtypes."""
+    dtype = partitioned[0].dtype
+    if not dtype.is_floating_point or n <= 2:
+        return torch.zeros(partitioned[0].shape, dtype=torch.float64)
+    magnitude = torch.stack([x.to(torch.float64).abs() for x in partitioned]).sum(0) / n
+    return (n + m) * torch.finfo(dtype).eps * magnitude
 
 
 def within(actual: torch.Tensor, expected: torch.Tensor, bound: torch.Tensor) -> bool:

@@ -203,8 +203,9 @@ def test_partial_sources_reduce_and_partial_targets_partition(
     op, parts = _partial_parts(args)
     reduced = tolerance.tolerance(op, parts) if op else torch.zeros(args["shape"], dtype=float)
     eps = torch.finfo(parts[0].dtype).eps if parts[0].is_floating_point() else 0.0
-    n_new = math.prod(k for k, s, t in zip(mesh.shape, source, target, strict=True)
-                      if isinstance(t, Partial) and s != t)  # fmt: skip
+    new_partial = [k for k, s, t in zip(mesh.shape, source, target, strict=True)
+                   if isinstance(t, Partial) and s != t and k > 1]  # fmt: skip
+    n_new = math.prod(new_partial)
     expected_placements = format_placements(normalize(target, len(args["shape"])))
     transition = _transition_rule(source, target, len(args["shape"]))
     for rank, got in enumerate(values):
@@ -217,7 +218,9 @@ def test_partial_sources_reduce_and_partial_targets_partition(
                                           context, rule=transition)  # fmt: skip
             if full_ok:
                 value = full[rank].double().abs()
-                bound = (reduced + tolerance.partition_tolerance(full[rank], n_new)
+                partition = tolerance.partition_tolerance([full[rank]] * n_new, n_new,
+                                                          len(new_partial))  # fmt: skip
+                bound = (reduced + partition
                          + 2 * n_new * eps * value * bool(reduced.any()))  # fmt: skip
                 if partial_op(target) == "avg" and eps:
                     bound = bound + tolerance.tolerance("avg", [full[rank]] * n_new)
