@@ -43,6 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     rules.add_argument("paths", nargs="*", help=f"test files or folders (default: {SUITE})")
     rules.set_defaults(handler=_rules)
 
+    matrix = commands.add_parser("matrix", help="render the release matrix from runs' reports")
+    matrix.add_argument("results", help="a folder of runs' reports (rules.json), e.g. by tox")
+    matrix.add_argument("--out", help="write the page there (default: print it)")
+    matrix.set_defaults(handler=_matrix)
+
     fixtures = commands.add_parser("fixtures", help="golden vectors: generate, check, verify")
     fixtures.add_argument("action", choices=["generate", "check", "verify", "save-regression"])
     fixtures.add_argument("case", nargs="?", help="save-regression: the case JSON of a replay")
@@ -124,6 +129,22 @@ def _bench(args: argparse.Namespace, extra: list[str]) -> int:
 
     sizes = [int(n) for n in args.world_sizes.split(",")]
     bench.report(sizes, cases=args.cases, spawn_cases=args.spawn_cases)
+    return 0
+
+
+def _matrix(args: argparse.Namespace, extra: list[str]) -> int:
+    from conformance import matrix
+
+    runs = matrix.load_runs(Path(args.results))
+    if not runs:
+        print(f"no rules.json under {args.results}", file=sys.stderr)
+        return 2
+    findings = matrix.load_findings(Path(__file__).parent / "FINDINGS.md")
+    page = matrix.render(runs, findings, f"python -m conformance matrix {args.results}")
+    if args.out:
+        Path(args.out).write_text(page)
+    else:
+        print(page, end="")
     return 0
 
 

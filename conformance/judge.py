@@ -21,7 +21,7 @@ from hypothesis import assume, currently_in_test_context, reject
 
 from conformance.oracle.vocabulary import Verdict
 from conformance.report import NOT_CLAIMED
-from conformance.world import CaseResult, Raised, Returned
+from conformance.world import CaseResult, Raised, Returned, ledger
 from conformance.world.local import retire_latest_world
 from conformance.world.protocol import RULE_ID
 
@@ -78,6 +78,7 @@ def fail(message: str, rules: str | Iterable[str] | None) -> NoReturn:
     else:
         outcome = pytest.fail.Exception(message, pytrace=False)
     outcome.violated = violated
+    outcome.world_size = ledger.latest()
     raise outcome
 
 

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import Phase, settings
 from hypothesis.errors import Unsatisfiable
 
-from conformance import adapters, judge, known_failures, profiles, rules
+from conformance import adapters, judge, known_failures, profiles, rules, run_info
 from conformance import report as rule_report
-from conformance.world import attach
+from conformance.world import attach, ledger
 from conformance.world.attach import AttachedWorld
 from conformance.world.backends import backend_named
 from conformance.world.pool import World, WorldPool
@@ -27,6 +27,8 @@ profiles.register()
 _XFAILS = pytest.StashKey[list[known_failures.XFail]]()
 _KNOWN_RULES = pytest.StashKey[tuple[str, ...]]()
 _EXPECTED_TO_FAIL = pytest.StashKey[bool]()
+_RUN_INFO = pytest.StashKey[dict[str, Any]]()
+_BORROWED = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -99,17 +101,46 @@ def load_impl(spec: str) -> Any:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "rules(*ids): the spec rule ids a test checks")
     world_sizes(config)
+    impl_name = config.getoption("--impl")
+    release = getattr(load_impl(impl_name), "release", None)
     try:
         backend_named(config.getoption("--backend"))
-        path = config.getoption("--xfails") or known_failures.default_for(
-            config.getoption("--impl")
-        )
-        config.stash[_XFAILS] = known_failures.parse(Path(path)) if path else []
-        config.option.xfails = path
+        given = config.getoption("--xfails")
+        if given:
+            choice = known_failures.Choice(Path(given), "given with --xfails")
+        else:
+            choice = known_failures.default_for(impl_name, release)
+        config.stash[_XFAILS] = known_failures.parse(choice.path) if choice.path else []
+        config.option.xfails = str(choice.path) if choice.path else None
     except (ValueError, OSError) as exc:
         raise pytest.UsageError(str(exc)) from None
+    in_use = f"{_relative(choice.path)} ({choice.note})" if choice.path else choice.note
+    config.stash[_RUN_INFO] = {"impl_release": release, "known_failures": in_use}
+    config.stash[_BORROWED] = choice.borrowed
     if not hasattr(config, "workerinput"):  # the xdist controller, or a run without xdist
         config.pluginmanager.register(_RuleResults(config), "shardspec-rule-results")
+
+
+def _relative(path: Path) -> str:
+    """A shipped file as ``conformance/xfails/...``; another as given."""
+    try:
+        return str(path.resolve().relative_to(Path(__file__).parent.parent))
+    except ValueError:
+        return str(path)
+
+
+def header(config: pytest.Config) -> dict[str, str]:
+    """The run's header (``conformance.run_info``), read once the Hypothesis profile is loaded."""
+    return run_info.collect(
+        impl=config.getoption("--impl"),
+        backend=config.getoption("--backend"),
+        world_sizes=",".join(map(str, world_sizes(config))),
+        **config.stash[_RUN_INFO],
+    )
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return ["shardspec " + line for line in run_info.render_lines(header(config))]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -227,6 +258,7 @@ def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> Non
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Tell the judge which rules' failures this test expects; report those it met."""
     judge.KNOWN.start(item.stash.get(_KNOWN_RULES, ()))
+    ledger.start_test()
     with _stop_at_the_first_failure(item):
         yield
     if judge.KNOWN.seen:
@@ -266,11 +298,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     calls it unsatisfiable, and it is reported as an expected failure instead."""
     outcome = yield
     report = outcome.get_result()
-    if call.excinfo is None or report.when != "call":
+    if report.when != "call":
+        return
+    ran = ledger.sizes() or ([attach.CURRENT.world_size] if attach.CURRENT else [])
+    report.user_properties.append(("sizes_ran", ",".join(map(str, ran))))
+    if call.excinfo is None:
         return
     violated = sorted(set(_violated(call.excinfo.value)))
     if violated:
         report.user_properties.append(("violated", ",".join(violated)))
+    failed_at = sorted({n for n in _failure_sizes(call.excinfo.value) if n is not None})
+    report.user_properties.append(("failed_at", ",".join(map(str, failed_at))))
     if isinstance(call.excinfo.value, Unsatisfiable) and judge.KNOWN.seen:
         report.outcome = "skipped"
         report.wasxfail = "every example met a known failure of " + ", ".join(
@@ -286,12 +324,31 @@ def _violated(exc: BaseException) -> Iterator[str]:
         yield from _violated(inner)
 
 
+def _failure_sizes(exc: BaseException) -> Iterator[int | None]:
+    """The world size of each failed case (``judge.fail``), through exception groups."""
+    yield getattr(exc, "world_size", None)
+    for inner in getattr(exc, "exceptions", ()):
+        yield from _failure_sizes(inner)
+
+
+def _columns(properties: dict[str, str], verdict: str) -> list[str]:
+    """The world sizes a test's verdict belongs to: its own parameter; for a property that draws
+    its size, the size of the failing case if it failed, else every size it ran; ``any`` for a
+    test that ran no case (a pure call in the driver, or a skip)."""
+    if properties["world_size"] != "any":
+        return [properties["world_size"]]
+    failed_at = [n for n in properties.get("failed_at", "").split(",") if n]
+    if failed_at and verdict in ("fail", "xfail"):
+        return failed_at
+    return [n for n in properties.get("sizes_ran", "").split(",") if n] or ["any"]
+
+
 class _RuleResults:
     """Folds every test report that cites rules into the per-rule table, and prints it."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.table = rule_report.RuleTable()
+        self.table = rule_report.RuleTable(backend=config.getoption("--backend"))
         self.known = {rule.id for rule in rules.load()}
         self.known_seen: dict[str, set[str]] = {}
 
@@ -303,30 +360,40 @@ class _RuleResults:
         skipped = report.skipped and isinstance(report.longrepr, tuple)
         reason = report.longrepr[2].removeprefix("Skipped: ") if skipped else ""
         verdict = rule_report.verdict_of(report.outcome, hasattr(report, "wasxfail"), reason)
-        size = properties["world_size"]
+        if report.failed and str(report.longrepr).startswith("[XPASS(strict)]"):
+            verdict = "xpass"  # a known failure that no longer fails: fixed, or never drawn
         violated = [r for r in properties.get("violated", "").split(",") if r in self.known]
         known = [r for r in properties.get("known", "").split(",") if r in self.known]
         self.known_seen.setdefault(report.nodeid, set()).update(known)
         stopped_by = violated if verdict in ("fail", "xfail") else []
-        self.table.add(stopped_by, size, verdict)
-        self.table.add([r for r in known if r not in stopped_by], size, "xfail")
         rest = [r for r in properties["rules"].split(",") if r not in stopped_by + known]
         ended_early = stopped_by or (known and verdict == "xfail")
-        self.table.add(rest, size, rule_report.BLOCKED if ended_early else verdict)
+        for size in _columns(properties, verdict):
+            self.table.add(stopped_by, size, verdict)
+            self.table.add([r for r in known if r not in stopped_by], size, "xfail")
+            self.table.add(rest, size, rule_report.BLOCKED if ended_early else verdict)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         self._report_unmet_known_failures(terminalreporter)
         if not self.table.cells:
             return
         order = [rule.id for rule in rules.load()]
+        info = header(self.config)
         terminalreporter.section("shardspec: results per rule")
+        for line in run_info.render_lines(info):
+            terminalreporter.write_line(line)
+        terminalreporter.write_line("")
         terminalreporter.write_line(rule_report.render_text(self.table, order))
-        markdown = rule_report.render_markdown(self.table, order)
+        markdown = (
+            run_info.render_markdown(info) + "\n" + rule_report.render_markdown(self.table, order)
+        )
         directory = self.config.getoption("--report-dir")
         if directory:
             Path(directory).mkdir(parents=True, exist_ok=True)
             Path(directory, "rules.md").write_text(markdown)
-            Path(directory, "rules.json").write_text(rule_report.render_json(self.table, order))
+            Path(directory, "rules.json").write_text(
+                rule_report.render_json(self.table, order, run=info)
+            )
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:
             with open(summary, "a") as out:
@@ -336,12 +403,22 @@ class _RuleResults:
         """Rule entries of the xfails file that no test of this run met: the rule may be fixed,
         or the run did not draw a case that shows it."""
         path = self.config.getoption("--xfails")
+        unmet_entries = 0
         for entry in self.config.stash[_XFAILS]:
             ran = [n for n in self.known_seen if known_failures.matches(entry, n)]
             met = set().union(*(self.known_seen[n] for n in ran))
             unmet = [r for r in entry.rules if r not in met]
             if ran and unmet:
+                unmet_entries += 1
                 terminalreporter.write_line(
                     f"{path}:{entry.line}: known failure of {' '.join(unmet)} in "
                     f"{entry.test_id} not met in this run"
                 )
+        if self.config.stash[_BORROWED]:
+            counts = self.table.counts()
+            terminalreporter.write_line(
+                f"{path} is another release's known failures (see the header). Against it this "
+                f"release has {counts.get('fail', 0)} failing rules, "
+                f"{counts.get('xpass', 0)} unexpected passes and {unmet_entries} rule entries "
+                "not met: what this release changed, or what this run did not draw."
+            )

@@ -20,8 +20,11 @@ BLOCKED = "blocked"
 
 @dataclass
 class RuleTable:
+    """Verdicts per rule and world size (``"2"``, or ``"any"`` for a test that ran no case)."""
+
     cells: dict[str, dict[str, str]] = field(default_factory=lambda: defaultdict(dict))
     sizes: set[str] = field(default_factory=set)
+    backend: str | None = None  # one run, one backend: it heads every world-size column
 
     def add(self, rules: list[str], size: str, verdict: str) -> None:
         self.sizes.add(size)
@@ -32,6 +35,11 @@ class RuleTable:
 
     def columns(self) -> list[str]:
         return sorted(self.sizes, key=lambda s: (not s.isdigit(), int(s) if s.isdigit() else 0, s))
+
+    def headers(self) -> list[str]:
+        """``gloo ws2`` for a world size (``ws2`` without a backend), ``any`` as it is."""
+        prefix = f"{self.backend} " if self.backend else ""
+        return [f"{prefix}ws{c}" if c.isdigit() else c for c in self.columns()]
 
     def rows(self, order: list[str]) -> list[tuple[str, list[str]]]:
         """Rules in spec order (then any others), each with its cell per column."""
@@ -56,8 +64,7 @@ def verdict_of(outcome: str, wasxfail: bool, skip_reason: str) -> str:
 
 
 def render_text(table: RuleTable, order: list[str]) -> str:
-    columns = table.columns()
-    headers = ["rule", *(f"ws{c}" if c.isdigit() else c for c in columns)]
+    headers = ["rule", *table.headers()]
     rows = [[rule, *cells] for rule, cells in table.rows(order)]
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
@@ -67,18 +74,19 @@ def render_text(table: RuleTable, order: list[str]) -> str:
 
 
 def render_markdown(table: RuleTable, order: list[str]) -> str:
-    columns = table.columns()
-    headers = ["rule", *(f"ws{c}" if c.isdigit() else c for c in columns)]
+    headers = ["rule", *table.headers()]
     lines = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
     lines += ["| " + " | ".join([rule, *cells]) + " |" for rule, cells in table.rows(order)]
     return "\n".join([*lines, "", _summary(table), ""])
 
 
-def render_json(table: RuleTable, order: list[str]) -> str:
+def render_json(table: RuleTable, order: list[str], run: dict[str, str] | None = None) -> str:
+    """``{"run": header, "rules": {rule: {column: verdict}}, "summary": counts}``."""
     rules = {
-        rule: dict(zip(table.columns(), cells, strict=True)) for rule, cells in table.rows(order)
+        rule: dict(zip(table.headers(), cells, strict=True)) for rule, cells in table.rows(order)
     }
-    return json.dumps({"rules": rules, "summary": table.counts()}, indent=2, sort_keys=True)
+    data = {"run": run or {}, "rules": rules, "summary": table.counts()}
+    return json.dumps(data, indent=2, sort_keys=True)
 
 
 def _summary(table: RuleTable) -> str:

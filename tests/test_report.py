@@ -75,14 +75,17 @@ rules: 1 fail, 1 xfail, 1 pass, 1 not claimed
 
 def test_json_has_every_cell_and_the_summary():
     data = json.loads(render_json(sample(), ORDER))
-    assert data["rules"]["ST-VALID-1"] == {"1": "pass", "2": "fail", "any": ""}
+    assert data["rules"]["ST-VALID-1"] == {"ws1": "pass", "ws2": "fail", "any": ""}
     assert data["summary"] == {"pass": 1, "fail": 1, "xfail": 1, "not claimed": 1}
 
 
-INNER = """
-import pytest
-from conformance import judge
+def test_world_size_columns_are_headed_by_the_backend():
+    table = sample()
+    table.backend = "gloo"
+    assert table.headers() == ["gloo ws1", "gloo ws2", "any"]
 
+
+INNER = """
 @pytest.mark.rules("ST-SPEC-1")
 def test_passes(world):
     pass
@@ -98,6 +101,31 @@ def test_breaks_one_of_its_rules(world):
 @pytest.mark.rules("DT-PLACE-7")
 def test_unclaimed():
     pytest.skip("not claimed: strided_shard")
+
+@pytest.mark.rules("DT-API-1")
+@given(st.sampled_from([1, 2]))
+@settings(derandomize=True, database=None)
+def test_draws_its_size_and_breaks_on_two(world_pool, n):
+    result = world_pool.get(n).run(Case("inner_tasks:size"))
+    judge.assert_equal("size", result.values()[0], 1, "a case", rule="DT-API-1")
+
+@pytest.mark.rules("DT-API-2")
+@given(st.sampled_from([1, 2]))
+@settings(derandomize=True, database=None)
+def test_draws_its_size_and_holds(world_pool, n):
+    world_pool.get(n).run(Case("inner_tasks:size"))
+"""
+
+INNER_HEADER = """
+import pytest
+from hypothesis import given, settings, strategies as st
+from conformance import judge
+from conformance.world import Case
+"""
+
+INNER_TASKS = """
+def size(ctx):
+    return ctx.world_size
 """
 
 
@@ -105,24 +133,33 @@ def test_unclaimed():
 def test_a_run_prints_the_table_blaming_the_rule_a_check_names_and_writes_reports(
     pytester, workers
 ):
-    pytester.makepyfile(test_inner=INNER)
+    pytester.makepyfile(test_inner=INNER_HEADER + INNER, inner_tasks=INNER_TASKS)
     result = pytester.runpytest_subprocess(
         "-p", "conformance.plugin", "--world-sizes", "1,2", "--report-dir", "out", *workers
     )
-    result.assert_outcomes(passed=4, failed=2, skipped=1)
+    result.assert_outcomes(passed=5, failed=3, skipped=1)
     result.stdout.fnmatch_lines(
         [
             "*shardspec: results per rule*",
-            "rule         ws1   ws2      any",
-            "ERR-1        pass  fail",
-            "ST-SPEC-1    pass  pass",
-            "ST-SPEC-2    pass  fail",
-            "ST-GATHER-1  pass  blocked",
-            "ST-GATHER-2  pass  fail",
-            "DT-PLACE-7                  not claimed",
-            "rules: 3 fail, 1 blocked, 1 pass, 1 not claimed",
+            "implementation: reference",
+            "backend:        gloo",
+            "world sizes:    1,2",
+            "rule         gloo ws1  gloo ws2  any",
+            "ERR-1        pass      fail",
+            "ST-SPEC-1    pass      pass",
+            "ST-SPEC-2    pass      fail",
+            "ST-GATHER-1  pass      blocked",
+            "ST-GATHER-2  pass      fail",
+            "DT-PLACE-7                       not claimed",
+            "DT-API-1               fail",
+            "DT-API-2     pass      pass",
+            "rules: 4 fail, 1 blocked, 2 pass, 1 not claimed",
         ]
     )
     data = json.loads((pytester.path / "out" / "rules.json").read_text())
-    assert data["summary"] == {"pass": 1, "fail": 3, "blocked": 1, "not claimed": 1}
-    assert "| ST-SPEC-2 | pass | fail |  |" in (pytester.path / "out" / "rules.md").read_text()
+    assert data["summary"] == {"pass": 2, "fail": 4, "blocked": 1, "not claimed": 1}
+    assert data["run"]["backend"] == "gloo"
+    assert data["run"]["known failures"] == "none shipped for 'reference'"
+    markdown = (pytester.path / "out" / "rules.md").read_text()
+    assert "| world sizes | 1,2 |" in markdown
+    assert "| ST-SPEC-2 | pass | fail |  |" in markdown

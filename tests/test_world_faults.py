@@ -3,6 +3,7 @@ runs on a fresh world with no process of the old one left."""
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 
@@ -153,3 +154,17 @@ def test_ranks_see_their_rank_and_world_size():
             assert world.run(Case("world_tasks:whoami")).values() == [
                 [r, size] for r in range(size)
             ]
+
+
+def test_ranks_started_while_the_driver_is_traced_run_untraced():
+    """Hypothesis traces the replay of a failing example; a world that starts then must not
+    inherit the tracer (it made a first import in a rank take past a case timeout)."""
+    world = LocalWorld(2, case_timeout_s=30)
+    previous = sys.gettrace()
+    sys.settrace(lambda frame, event, arg: None)
+    try:
+        world.start()
+    finally:
+        sys.settrace(previous)
+    with world:
+        assert world.run(Case("world_tasks:traced")).values() == [False, False]

@@ -107,3 +107,12 @@ def extra_group_on(ctx: RankContext, rank: int) -> None:
     disagree (as after an implementation that let ranks build different meshes)."""
     if ctx.rank == rank:
         dist.new_group([rank], backend=ctx.backend.torch_name)
+
+
+def traced(ctx: RankContext) -> bool:
+    """Whether this rank runs under a tracer (one inherited from the driver would slow it)."""
+    import sys
+
+    monitoring = getattr(sys, "monitoring", None)
+    tools = [t for t in range(6) if monitoring and monitoring.get_tool(t) is not None]
+    return sys.gettrace() is not None or bool(tools)

@@ -37,6 +37,9 @@ CAPABILITIES = {
 class Adapter(Protocol):
     name: str
     capabilities: frozenset[str]
+    # Optional: the implementation's version ("2.13.0+cpu"). It appears in the run's header, and
+    # a registered adapter's known failures are chosen by it (conformance/known_failures.py).
+    release: str
 
     # -- ShardedTensor ------------------------------------------------------------------------
 

@@ -2,11 +2,12 @@
 
 ``ShardedTensor`` from ``torch.distributed._shard`` and ``DTensor`` from
 ``torch.distributed.tensor``. Translation only: where PyTorch breaks a rule, the failure stays
-visible and is listed, with its reason, in ``conformance/xfails/torch.txt``.
+visible and is listed, with its reason, in ``conformance/xfails/torch/<release>.txt``.
 
 Every module is imported at the top, none on first use: the driver imports the adapter before it
 forks its rank worlds, so ranks start with them loaded and no case pays for an import (that of
-``torch.distributed.checkpoint`` takes seconds on a busy machine, past a short case timeout).
+``torch.distributed.checkpoint`` takes seconds on a busy machine, past a short case timeout; so
+does that of ``torch._dynamo``, which DeviceMesh sub-meshes and DTensor load lazily).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import torch
+import torch._dynamo  # DeviceMesh and DTensor import it on first use, which takes seconds
 import torch.distributed as dist
 from torch.distributed._shard import sharded_tensor as sharded
 from torch.distributed._shard.api import _shard_tensor
@@ -74,6 +76,7 @@ def _from_metadata(m: ShardMetadata) -> Shard:
 
 class PyTorchAdapter:
     name = "torch"
+    release = torch.__version__  # picks conformance/xfails/torch/<release>.txt
     capabilities = frozenset(
         {
             "sharded_tensor",

@@ -26,11 +26,13 @@ from typing import Any
 
 import torch.distributed as dist
 
+from conformance.world import ledger
 from conformance.world.backends import Backend, backend_named, default_start_method
 from conformance.world.protocol import Case, CaseResult, Died, Hung, Outcome, Returned
 from conformance.world.rank import (
     RankContext,
     die_with_parent,
+    drop_driver_tracers,
     init_group,
     isolate_from_driver_terminal,
     serve,
@@ -73,6 +75,7 @@ def _rank_main(
     faulthandler.enable(file=sys.stderr, all_threads=True)
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     die_with_parent()
+    drop_driver_tracers()
     isolate_from_driver_terminal()
     os.environ["GLOO_SOCKET_IFNAME"] = _loopback_interface()
     backend = backend_named(backend_name)
@@ -266,6 +269,7 @@ class LocalWorld:
         global _latest
         self.start()
         _latest = weakref.ref(self)
+        ledger.record(self.world_size)
         started = time.monotonic()
         outcomes = self._exchange(case, timeout_s or self.case_timeout_s)
         result = CaseResult(

@@ -12,6 +12,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -120,6 +121,20 @@ def serve(ctx: RankContext, channel: Channel) -> None:
 def isolate_from_driver_terminal() -> None:
     """Ctrl-C in the driver's terminal reaches ranks too; the driver decides what stops."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def drop_driver_tracers() -> None:
+    """A forked rank inherits the driver's tracing: Hypothesis traces a failing example's replay
+    (``sys.settrace``, or ``sys.monitoring`` from Python 3.12) to explain it, and a world started
+    then ran every line of its ranks under that tracer, slowly enough to turn a first import
+    into a timeout. Ranks run untraced."""
+    sys.settrace(None)
+    threading.settrace(None)
+    monitoring = getattr(sys, "monitoring", None)
+    for tool in range(6) if monitoring else ():  # sys.monitoring has tool ids 0-5
+        if monitoring.get_tool(tool) is not None:
+            monitoring.set_events(tool, monitoring.events.NO_EVENTS)
+            monitoring.free_tool_id(tool)
 
 
 def die_with_parent() -> None:

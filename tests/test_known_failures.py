@@ -1,0 +1,141 @@
+"""Known failures are kept per release of an implementation; a run picks the file for the release
+it judges, or the nearest older one and says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance import known_failures
+from conformance.known_failures import default_for, release_key
+
+
+@pytest.fixture
+def shipped(tmp_path: Path) -> Path:
+    for release in ("2.12.1", "2.13.0", "2.9.0"):
+        (tmp_path / "impl").mkdir(exist_ok=True)
+        (tmp_path / "impl" / f"{release}.txt").write_text("")
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("release", "key"),
+    [
+        ("2.13.0", (2, 13, 0)),
+        ("2.13.0+cpu", (2, 13, 0)),
+        ("2.11.0+cu130", (2, 11, 0)),
+        ("2.15.0.dev20261101+cpu", (2, 15, 0)),
+        ("2.15.0a0+git1234abc", (2, 15, 0)),
+        ("3", (3,)),
+    ],
+)
+def test_a_release_is_compared_by_its_numbers_alone(release, key):
+    assert release_key(release) == key
+
+
+def test_a_release_that_is_no_version_is_refused():
+    with pytest.raises(ValueError, match="does not start with a version number"):
+        release_key("nightly")
+
+
+def test_the_file_of_the_installed_release_is_chosen_whatever_its_build(shipped):
+    choice = default_for("impl", "2.12.1+cu130", shipped)
+    assert choice.path == shipped / "impl" / "2.12.1.txt"
+    assert choice.note == "for impl 2.12.1+cu130"
+
+
+def test_releases_sort_by_number_not_by_text(shipped):
+    # "2.9.0" sorts after "2.13.0" as text; as a release it is older.
+    assert default_for("impl", "2.10.0", shipped).path == shipped / "impl" / "2.9.0.txt"
+
+
+def test_a_release_without_a_file_uses_the_nearest_older_and_says_so(shipped):
+    choice = default_for("impl", "2.14.1", shipped)
+    assert choice.path == shipped / "impl" / "2.13.0.txt"
+    assert "2.14.1 has no file of its own: using 2.13.0's, the nearest older" in choice.note
+    assert "new failures and unexpected passes" in choice.note
+
+
+def test_a_release_older_than_every_file_uses_the_oldest_and_says_so(shipped):
+    choice = default_for("impl", "2.8.0", shipped)
+    assert choice.path == shipped / "impl" / "2.9.0.txt"
+    assert "older than every file" in choice.note
+
+
+def test_an_adapter_without_files_or_given_by_module_has_none(shipped):
+    assert default_for("other", "1.0", shipped).path is None
+    assert default_for("pkg.mod:ADAPTER", "2.13.0", shipped).path is None
+
+
+def test_an_adapter_with_files_must_say_its_release(shipped):
+    with pytest.raises(ValueError, match="no 'release'"):
+        default_for("impl", None, shipped)
+
+
+def test_every_shipped_file_is_named_for_a_release_and_parses():
+    files = sorted(known_failures.FOLDER.glob("*/*.txt"))
+    assert files, "no known-failures file is shipped"
+    for path in files:
+        release_key(path.stem)
+        assert known_failures.parse(path), path
+
+
+INNER_ADAPTER = """
+class Adapter:
+    name = "fake"
+    release = "9.1.0+cpu"
+    capabilities = frozenset()
+
+ADAPTER = Adapter()
+"""
+
+INNER_CONFTEST = """
+from pathlib import Path
+from conformance import adapters, known_failures
+
+adapters.REGISTRY["fake"] = "inner_adapter:ADAPTER"
+known_failures.FOLDER = Path(__file__).parent / "xfails"
+"""
+
+INNER_TESTS = """
+import pytest
+from conformance import judge
+
+@pytest.mark.rules("ST-SPEC-1")
+def test_fixed_in_this_release():
+    pass
+
+@pytest.mark.rules("ST-SPEC-2")
+def test_still_broken():
+    judge.fail("still broken", "ST-SPEC-2")
+
+@pytest.mark.rules("ST-SPEC-3")
+def test_newly_broken():
+    judge.fail("newly broken", "ST-SPEC-3")
+"""
+
+
+def test_a_release_without_its_own_file_runs_with_the_older_one_and_reports_the_difference(
+    pytester,
+):
+    pytester.makepyfile(
+        inner_adapter=INNER_ADAPTER, conftest=INNER_CONFTEST, test_inner=INNER_TESTS
+    )
+    pytester.mkdir("xfails")
+    pytester.mkdir("xfails/fake")
+    pytester.path.joinpath("xfails/fake/9.0.0.txt").write_text(
+        "test_inner.py::test_fixed_in_this_release  # broken in 9.0.0\n"
+        "test_inner.py::test_still_broken ST-SPEC-2  # broken in 9.0.0\n"
+    )
+    result = pytester.runpytest_subprocess("-p", "conformance.plugin", "--impl", "fake")
+    result.assert_outcomes(failed=2, xfailed=1)  # the strict xpass fails, the new failure fails
+    result.stdout.fnmatch_lines(
+        [
+            "shardspec implementation: fake 9.1.0+cpu",
+            "shardspec known failures: *xfails/fake/9.0.0.txt (fake 9.1.0+cpu has no file of its"
+            " own: using 9.0.0's, the nearest older release*",
+            "*9.0.0.txt is another release's known failures (see the header). Against it this"
+            " release has 1 failing rules, 1 unexpected passes and 0 rule entries not met*",
+        ]
+    )
