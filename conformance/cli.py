@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import signal
 import sys
+import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from conformance import options
+
 SUITE = Path(__file__).parent / "suite"
+
+
+sizes = options.argparse_type(options.world_sizes)
+one_size = options.argparse_type(options.world_size)
+positive_seconds = options.argparse_type(options.seconds)
+count = options.argparse_type(options.count)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,10 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("paths", nargs="*", help=f"test files or folders (default: {SUITE})")
     run.add_argument("--impl", default="reference", help="adapter name or module:attr")
     run.add_argument("--backend", default="gloo", help="gloo, nccl or cpu:gloo,cuda:nccl")
-    run.add_argument("--world-sizes", default="1,2,3,4", help="comma-separated, 1..8")
+    run.add_argument("--world-sizes", default="1,2,3,4", type=sizes, help="comma-separated, 1..8")
     run.add_argument("--profile", default="quick", choices=["quick", "ci", "thorough"])
     run.add_argument("--xfails", help="file of known failures: test ids and reasons")
-    run.add_argument("--case-timeout", type=float, default=30.0)
+    run.add_argument("--case-timeout", type=positive_seconds, default=30.0)
     run.add_argument("--report-dir", help="write the per-rule results as rules.md and rules.json")
     run.add_argument("-n", "--workers", default=None, help="pytest-xdist workers (local worlds)")
     run.set_defaults(handler=_run)
@@ -29,14 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     replay = commands.add_parser("replay", help="run one case on a fresh world, print outcomes")
     replay.add_argument("case", help="the case as JSON, as printed by a failing test")
     replay.add_argument("--backend", default="gloo")
-    replay.add_argument("--world-size", type=int, required=True)
-    replay.add_argument("--timeout", type=float, default=30.0)
+    replay.add_argument("--world-size", type=one_size, required=True)
+    replay.add_argument("--timeout", type=positive_seconds, default=30.0)
     replay.set_defaults(handler=_replay)
 
     bench = commands.add_parser("bench", help="measure world start-up and case throughput")
-    bench.add_argument("--world-sizes", default="2,4,8")
-    bench.add_argument("--cases", type=int, default=200, help="cases per measurement")
-    bench.add_argument("--spawn-cases", type=int, default=3, help="cases for the spawn baseline")
+    bench.add_argument("--world-sizes", default="2,4,8", type=sizes)
+    bench.add_argument("--cases", type=count, default=200, help="cases per measurement")
+    bench.add_argument("--spawn-cases", type=count, default=3, help="cases for the spawn baseline")
     bench.set_defaults(handler=_bench)
 
     rules = commands.add_parser("rules", help="list every spec rule with the tests that cite it")
@@ -53,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     fixtures.add_argument("case", nargs="?", help="save-regression: the case JSON of a replay")
     fixtures.add_argument("--impl", default="reference", help="verify: adapter or module:attr")
     fixtures.add_argument("--files", help="verify: comma-separated file stems (default: all)")
-    fixtures.add_argument("--world-size", type=int, help="save-regression (default: inferred)")
+    fixtures.add_argument("--world-size", type=one_size, help="save-regression (default: inferred)")
     fixtures.add_argument("--name", help="save-regression: file name without .json")
     fixtures.set_defaults(handler=_fixtures)
 
@@ -68,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     argv = [*(args.paths or [str(SUITE)]), "-p", "conformance.plugin"]
-    argv += ["--impl", args.impl, "--backend", args.backend, "--world-sizes", args.world_sizes]
+    sizes = ",".join(map(str, args.world_sizes))  # parsed by options.world_sizes
+    argv += ["--impl", args.impl, "--backend", args.backend, "--world-sizes", sizes]
     argv += ["--hypothesis-profile", args.profile, "--case-timeout", str(args.case_timeout)]
     if args.xfails:
         argv += ["--xfails", args.xfails]
@@ -86,7 +101,8 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     if not attach.launched():
         if args.workers:
             argv += ["-n", args.workers]
-        return int(pytest.main(argv))
+        with _interruptible_run_folder():
+            return int(pytest.main(argv))
 
     # Under a launcher every process is a rank; rank 0 also drives (see conformance.world.attach).
     ctx = attach.serve_attached(args.backend)
@@ -103,10 +119,39 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         server.join(timeout=10)
 
 
+@contextmanager
+def _interruptible_run_folder() -> Iterator[None]:
+    """Every temporary file of the run (rank worlds' stores and logs, in xdist workers too) goes
+    under one folder that is removed when the run ends; SIGTERM stops the run as Ctrl-C does, so
+    worlds close, reports say the run is incomplete, and nothing is left behind."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    folder = tempfile.mkdtemp(prefix="shardspec-run-")
+    saved = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"] = tempfile.tempdir = folder
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if saved[0] is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved[0]
+        tempfile.tempdir = saved[1]
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _replay(args: argparse.Namespace, extra: list[str]) -> int:
     from conformance.world import Case, LocalWorld
 
-    case = Case.from_json(args.case)
+    try:
+        case = Case.from_json(args.case)
+    except ValueError as exc:  # json.JSONDecodeError is one
+        print(f"replay: the case must be JSON like the replay line prints: {exc}", file=sys.stderr)
+        return 2
     with LocalWorld(args.world_size, args.backend, case_timeout_s=args.timeout) as world:
         result = world.run(case)
     if result.ok:
@@ -127,8 +172,7 @@ def _rules(args: argparse.Namespace, extra: list[str]) -> int:
 def _bench(args: argparse.Namespace, extra: list[str]) -> int:
     from conformance import bench
 
-    sizes = [int(n) for n in args.world_sizes.split(",")]
-    bench.report(sizes, cases=args.cases, spawn_cases=args.spawn_cases)
+    bench.report(args.world_sizes, cases=args.cases, spawn_cases=args.spawn_cases)
     return 0
 
 

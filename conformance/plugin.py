@@ -15,11 +15,12 @@ import pytest
 from hypothesis import Phase, settings
 from hypothesis.errors import Unsatisfiable
 
-from conformance import adapters, judge, known_failures, profiles, rules, run_info
+from conformance import adapters, judge, known_failures, options, profiles, rules, run_info
 from conformance import report as rule_report
-from conformance.world import attach, ledger
+from conformance.world import attach, harness, ledger
 from conformance.world.attach import AttachedWorld
 from conformance.world.backends import backend_named
+from conformance.world.harness import HarnessError
 from conformance.world.pool import World, WorldPool
 
 profiles.register()
@@ -80,14 +81,10 @@ def world_sizes(config: pytest.Config) -> list[int]:
     """The world sizes this run covers, validated; under a launcher, the launcher's."""
     if attach.CURRENT is not None:
         return [attach.CURRENT.world_size]
-    raw = config.getoption("--world-sizes")
     try:
-        sizes = sorted({int(part) for part in raw.split(",") if part.strip()})
-    except ValueError:
-        raise pytest.UsageError(f"--world-sizes must be integers like 1,2,4; got {raw!r}") from None
-    if not sizes or sizes[0] < 1 or sizes[-1] > 8:
-        raise pytest.UsageError(f"--world-sizes must lie in 1..8; got {raw!r}")
-    return sizes
+        return options.world_sizes(config.getoption("--world-sizes"))
+    except ValueError as exc:
+        raise pytest.UsageError(f"--world-sizes: {exc}") from None
 
 
 def load_impl(spec: str) -> Any:
@@ -100,7 +97,15 @@ def load_impl(spec: str) -> Any:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "rules(*ids): the spec rule ids a test checks")
+    missing = harness.missing_driver_dependency()
+    if missing:
+        pytest.exit(f"shardspec: environment error: {missing}", returncode=harness.EXIT_CODE)
     world_sizes(config)
+    for option, allow_zero in (("--case-timeout", False), ("--grace", True)):
+        try:
+            options.seconds(config.getoption(option), allow_zero=allow_zero)
+        except ValueError as exc:
+            raise pytest.UsageError(f"{option}: {exc}") from None
     impl_name = config.getoption("--impl")
     release = getattr(load_impl(impl_name), "release", None)
     try:
@@ -304,6 +309,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     report.user_properties.append(("sizes_ran", ",".join(map(str, ran))))
     if call.excinfo is None:
         return
+    harness_errors = list(_harness_errors(call.excinfo.value))
+    if harness_errors:
+        # Not a verdict: neither a conformance failure nor the known failure it may look like.
+        report.outcome = "failed"
+        if hasattr(report, "wasxfail"):
+            del report.wasxfail
+        first_line = str(harness_errors[0]).splitlines()[0]
+        report.user_properties.append(("harness_error", first_line))
+        return
     violated = sorted(set(_violated(call.excinfo.value)))
     if violated:
         report.user_properties.append(("violated", ",".join(violated)))
@@ -322,6 +336,14 @@ def _violated(exc: BaseException) -> Iterator[str]:
     yield from getattr(exc, "violated", ())
     for inner in getattr(exc, "exceptions", ()):
         yield from _violated(inner)
+
+
+def _harness_errors(exc: BaseException) -> Iterator[BaseException]:
+    """The harness or environment errors in a failure, through exception groups."""
+    if isinstance(exc, HarnessError):
+        yield exc
+    for inner in getattr(exc, "exceptions", ()):
+        yield from _harness_errors(inner)
 
 
 def _failure_sizes(exc: BaseException) -> Iterator[int | None]:
@@ -351,8 +373,39 @@ class _RuleResults:
         self.table = rule_report.RuleTable(backend=config.getoption("--backend"))
         self.known = {rule.id for rule in rules.load()}
         self.known_seen: dict[str, set[str]] = {}
+        self.collected = 0
+        self.finished: set[str] = set()
+        self.harness_errors: list[str] = []
+        self.interrupted = False
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.collected = max(self.collected, len(session.items))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.collected = max(self.collected, len(ids))
+
+    def pytest_keyboard_interrupt(self) -> None:
+        self.interrupted = True
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """A run that met a harness or environment error ends as an error, whatever else it
+        judged (``conformance.world.harness``)."""
+        if self.harness_errors and session.exitstatus in (0, 1):
+            session.exitstatus = harness.EXIT_CODE
+
+    def incomplete(self) -> str | None:
+        """Why the table does not cover the whole run (interrupted, tests not run), if so."""
+        not_run = self.collected - len(self.finished)
+        if not self.interrupted and not_run <= 0:
+            return None
+        cause = "the run was interrupted" if self.interrupted else "the run stopped early"
+        return f"INCOMPLETE: {cause}; {not_run} of {self.collected} tests did not run"
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown":
+            self.finished.add(report.nodeid)
         properties = dict(report.user_properties)
         final = report.when == "call" or (report.when == "setup" and report.outcome != "passed")
         if "rules" not in properties or not final:
@@ -362,6 +415,9 @@ class _RuleResults:
         verdict = rule_report.verdict_of(report.outcome, hasattr(report, "wasxfail"), reason)
         if report.failed and str(report.longrepr).startswith("[XPASS(strict)]"):
             verdict = "xpass"  # a known failure that no longer fails: fixed, or never drawn
+        if "harness_error" in properties:
+            verdict = rule_report.ERROR
+            self.harness_errors.append(f"{report.nodeid}: {properties['harness_error']}")
         violated = [r for r in properties.get("violated", "").split(",") if r in self.known]
         known = [r for r in properties.get("known", "").split(",") if r in self.known]
         self.known_seen.setdefault(report.nodeid, set()).update(known)
@@ -375,10 +431,15 @@ class _RuleResults:
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         self._report_unmet_known_failures(terminalreporter)
-        if not self.table.cells:
+        for line in self.harness_errors:
+            terminalreporter.write_line(f"shardspec: harness or environment error: {line}")
+        incomplete = self.incomplete()
+        if not self.table.cells and not incomplete:
             return
         order = [rule.id for rule in rules.load()]
         info = header(self.config)
+        if incomplete:
+            info = {"incomplete": incomplete, **info}
         terminalreporter.section("shardspec: results per rule")
         for line in run_info.render_lines(info):
             terminalreporter.write_line(line)
@@ -387,6 +448,8 @@ class _RuleResults:
         markdown = (
             run_info.render_markdown(info) + "\n" + rule_report.render_markdown(self.table, order)
         )
+        if incomplete:
+            markdown = f"**{incomplete}.**\n\n{markdown}"
         directory = self.config.getoption("--report-dir")
         if directory:
             Path(directory).mkdir(parents=True, exist_ok=True)

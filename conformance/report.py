@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 # A cell shows the worst verdict among the tests behind it, in this order. "blocked": a test
 # citing the rule stopped on another rule's failure, so this rule was not checked to the end.
-SEVERITY = ["fail", "xpass", "xfail", "blocked", "pass", "not claimed", "skip"]
+SEVERITY = ["error", "fail", "xpass", "xfail", "blocked", "pass", "not claimed", "skip"]
 NOT_CLAIMED = "not claimed"
 BLOCKED = "blocked"
+ERROR = "error"  # the harness or the environment failed: no verdict (conformance.world.harness)
 
 
 @dataclass

@@ -6,7 +6,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 TESTS = Path(__file__).parent
 
@@ -95,3 +98,59 @@ def test_run_writes_the_per_rule_reports_and_passes_options_after_the_dashes(tmp
     summary = json.loads((tmp_path / "rules.json").read_text())["summary"]
     assert set(summary) == {"pass"}, summary
     assert "DT-LAYOUT-2" in (tmp_path / "rules.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["replay", "--world-size", "2", "{not json"],
+        ["replay", "--world-size", "2", "[1, 2]"],
+        ["replay", "--world-size", "0", '{"task": "world_tasks:whoami"}'],
+        ["replay", "--world-size", "2", "--timeout", "0", '{"task": "world_tasks:whoami"}'],
+        ["replay", "--world-size", "2", "--timeout", "-1", '{"task": "world_tasks:whoami"}'],
+        ["bench", "--world-sizes", "abc"],
+        ["bench", "--cases", "0"],
+        ["run", "--case-timeout", "0"],
+        ["run", "--case-timeout", "nan"],
+        ["run", "--world-sizes", "0,9"],
+        ["run", "--impl", "nosuch"],
+        ["run", "--", "--grace", "-1"],
+        ["fixtures", "save-regression", "--world-size", "x", "{}"],
+    ],
+    ids=lambda argv: " ".join(argv),
+)
+def test_bad_input_is_one_clear_error_and_a_non_zero_exit(argv):
+    done = conformance("-m", "conformance", *argv, timeout=60)
+    assert done.returncode not in (0, 1), (done.returncode, done.stdout, done.stderr)
+    out = done.stdout + done.stderr
+    assert "Traceback" not in out, out
+    errors = [line for line in out.splitlines() if "error" in line.lower() or "must" in line]
+    assert 1 <= len(errors) <= 2, out  # pytest's ERROR: line may repeat its cause once
+    assert "passed" not in out, out
+    assert "failed" not in out, out
+
+
+def test_sigterm_ends_a_run_with_its_reports_marked_incomplete_and_nothing_left(tmp_path):
+    reports = tmp_path / "reports-of-the-sigterm-test"
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(TESTS)}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "conformance", "run", "--world-sizes", "2", "--report-dir",
+         str(reports), "--", "-p", "no:cacheprovider", "-k", "st_gather or st_reshard"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("shardspec-run-*/shardspec-w2-*")):
+        assert run.poll() is None, "the run ended before a world started"
+        assert time.monotonic() < deadline, "no world started"
+        time.sleep(0.2)
+    time.sleep(2)  # a test or two into the run
+    run.terminate()
+    out, _ = run.communicate(timeout=120)
+    assert run.returncode == 2, out[-3000:]  # pytest's "interrupted"
+    markdown = (reports / "rules.md").read_text()
+    assert markdown.startswith("**INCOMPLETE: the run was interrupted; "), markdown[:300]
+    data = json.loads((reports / "rules.json").read_text())
+    assert data["run"]["incomplete"].startswith("INCOMPLETE: the run was interrupted")
+    assert not list(tmp_path.glob("shardspec-*")), "a temporary folder was left behind"
+    left = subprocess.run(["pgrep", "-f", str(reports)], capture_output=True, text=True)
+    assert left.stdout.strip() == "", "a process of the run was left behind"

@@ -110,7 +110,7 @@ def test_an_unknown_implementation_is_one_usage_error_before_any_test(inner):
 def test_bad_world_sizes_are_a_usage_error(inner):
     result = run(inner, "--world-sizes", "0,9")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--world-sizes must lie in 1..8*"])
+    result.stderr.fnmatch_lines(["*--world-sizes: world sizes must lie in 1..8*"])
 
 
 def test_nccl_worlds_skip_with_the_reason_when_there_is_no_gpu(inner):

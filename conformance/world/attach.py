@@ -19,7 +19,7 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
-from conformance.world import ledger
+from conformance.world import harness, ledger
 from conformance.world.backends import backend_named
 from conformance.world.protocol import Case, CaseResult, Hung, Outcome
 from conformance.world.rank import RankContext, encode, execute, init_group
@@ -98,7 +98,7 @@ class AttachedWorld:
         )
         if result.faulted:
             self._lost = f"case {case.to_json()} hung"
-        return result
+        return harness.check(result)
 
     def _posted_stack(self, rank: int) -> str:
         key = f"stack/{self._seq}/{rank}"

@@ -26,8 +26,9 @@ from typing import Any
 
 import torch.distributed as dist
 
-from conformance.world import ledger
+from conformance.world import harness, ledger
 from conformance.world.backends import Backend, backend_named, default_start_method
+from conformance.world.harness import HarnessError
 from conformance.world.protocol import Case, CaseResult, Died, Hung, Outcome, Returned
 from conformance.world.rank import (
     RankContext,
@@ -39,7 +40,7 @@ from conformance.world.rank import (
 )
 
 
-class WorldStartError(RuntimeError):
+class WorldStartError(HarnessError, RuntimeError):
     """The ranks could not form a process group; the message carries each rank's log."""
 
 
@@ -277,7 +278,7 @@ class LocalWorld:
         )
         if not result.ok:
             self._kill()
-        return result
+        return harness.check(result)
 
     def _exchange(self, case: Case, timeout_s: float) -> tuple[Outcome, ...]:
         self._seq += 1

@@ -43,8 +43,14 @@ class Case:
 
     @classmethod
     def from_json(cls, text: str) -> Case:
+        """The case a replay line carries; ``ValueError`` for anything else."""
         data = json.loads(text)
-        return cls(task=data["task"], args=data.get("args", {}))
+        if not isinstance(data, dict) or not isinstance(data.get("task"), str):
+            raise ValueError('expected {"task": "module:function", "args": {...}}')
+        args = data.get("args", {})
+        if not isinstance(args, dict):
+            raise ValueError(f"args must be an object; got {type(args).__name__}")
+        return cls(task=data["task"], args=args)
 
     def replay_command(self, world_size: int, backend: str) -> str:
         """A one-line shell command that runs this case again on a fresh world."""

@@ -1,0 +1,64 @@
+"""Option values shared by the command line and the pytest plugin, checked in one place so that
+a bad value is one clear error wherever it is given, never a traceback or a run that judges
+nothing (``--case-timeout 0`` once made every case "hung")."""
+
+from __future__ import annotations
+
+import argparse
+
+MAX_WORLD_SIZE = 8
+
+
+def world_sizes(raw: str) -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``; each in 1..8."""
+    try:
+        sizes = sorted({int(part) for part in raw.split(",") if part.strip()})
+    except ValueError:
+        raise ValueError(f"world sizes must be integers like 1,2,4; got {raw!r}") from None
+    if not sizes or sizes[0] < 1 or sizes[-1] > MAX_WORLD_SIZE:
+        raise ValueError(f"world sizes must lie in 1..{MAX_WORLD_SIZE}; got {raw!r}")
+    return sizes
+
+
+def world_size(raw: str) -> int:
+    """One world size in 1..8."""
+    sizes = world_sizes(raw)
+    if "," in raw or len(sizes) != 1:
+        raise ValueError(f"one world size in 1..{MAX_WORLD_SIZE}; got {raw!r}")
+    return sizes[0]
+
+
+def count(raw: str) -> int:
+    """A positive number of things (cases, examples)."""
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"a positive integer; got {raw!r}")
+    return value
+
+
+def seconds(raw: str | float, *, allow_zero: bool = False) -> float:
+    """A duration in seconds: positive (or, where allowed, zero) and finite."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"a number of seconds; got {raw!r}") from None
+    if not (value >= 0 if allow_zero else value > 0) or value == float("inf"):
+        bound = "zero or more" if allow_zero else "more than zero"
+        raise ValueError(f"seconds must be {bound} and finite; got {raw!r}")
+    return value
+
+
+def argparse_type(check):
+    """``check`` as an argparse ``type``: its ValueError becomes argparse's one-line error."""
+
+    def parse(raw: str):
+        try:
+            return check(raw)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = check.__name__
+    return parse

@@ -1,0 +1,54 @@
+"""Errors of the harness or the environment, told apart from an implementation's verdicts.
+
+A suite that blames an implementation for a missing package or a world that cannot start gives
+verdicts nobody can trust: with numpy missing, PyTorch's ShardedTensor raised ``Numpy is not
+available`` on every rank and the suite counted it as a known failure. Such a run ends as an
+*error* instead (exit code 3, ``error`` in the per-rule table), never as pass, fail or xfail.
+
+What counts as the environment's fault, on any rank: an ``ImportError`` (a module the
+implementation or the harness needs is missing or broken), and the messages of known missing
+run-time dependencies below. Everything else an implementation raises is its verdict.
+"""
+
+from __future__ import annotations
+
+from conformance.world.protocol import CaseResult, Raised
+
+EXIT_CODE = 3  # pytest's own codes: 0 passed, 1 failed, 2 interrupted, 4 usage error
+
+# (exception class in the MRO, text in the message): raised by a library, not by the code under
+# test, because a run-time dependency is missing.
+_SIGNATURES = (
+    ("ImportError", ""),  # ModuleNotFoundError too
+    ("RuntimeError", "Numpy is not available"),  # torch's object collectives without numpy
+)
+
+
+class HarnessError(Exception):
+    """The run cannot judge: the cause is the harness or the environment, not the implementation."""
+
+
+def environment_fault(outcome: object) -> bool:
+    return isinstance(outcome, Raised) and any(
+        outcome.is_a(cls) and text in outcome.message for cls, text in _SIGNATURES
+    )
+
+
+def check(result: CaseResult) -> CaseResult:
+    """``result`` unchanged, or ``HarnessError`` if a rank failed for the environment's sake."""
+    faults = [o for o in result.outcomes if environment_fault(o)]
+    if faults:
+        raise HarnessError(result.report("an environment error, not a verdict"))
+    return result
+
+
+def missing_driver_dependency() -> str | None:
+    """What the driver lacks to run any case, before the first world starts."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return (
+            "numpy is not installed: torch.distributed's object collectives, which "
+            "implementations call, need it (pip install numpy)"
+        )
+    return None
