@@ -16,6 +16,7 @@ from pathlib import Path
 from conformance import options
 
 SUITE = Path(__file__).parent / "suite"
+SUITE_TASK_MODULES = ("conformance.tasks.sharded_tensor", "conformance.tasks.dtensor")
 
 
 sizes = options.argparse_type(options.world_sizes)
@@ -45,6 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     replay.add_argument("--backend", default="gloo")
     replay.add_argument("--world-size", type=one_size, required=True)
     replay.add_argument("--timeout", type=positive_seconds, default=30.0)
+    replay.add_argument(
+        "--task-module",
+        action="append",
+        default=[],
+        help="also allow tasks of this module (the suite's own, conformance.tasks.*, always are)",
+    )
     replay.set_defaults(handler=_replay)
 
     bench = commands.add_parser("bench", help="measure world start-up and case throughput")
@@ -67,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     fixtures.add_argument("case", nargs="?", help="save-regression: the case JSON of a replay")
     fixtures.add_argument("--impl", default="reference", help="verify: adapter or module:attr")
     fixtures.add_argument("--files", help="verify: comma-separated file stems (default: all)")
+    fixtures.add_argument("--fixtures-dir", help="verify: a copy of the vectors (default: shipped)")
     fixtures.add_argument("--world-size", type=one_size, help="save-regression (default: inferred)")
     fixtures.add_argument("--name", help="save-regression: file name without .json")
     fixtures.set_defaults(handler=_fixtures)
@@ -126,7 +134,12 @@ def _interruptible_run_folder() -> Iterator[None]:
     worlds close, reports say the run is incomplete, and nothing is left behind."""
 
     def interrupt(signum: int, frame: object) -> None:
+        # Also a flag: an interrupt that lands inside a library that swallows it (a property's
+        # shrinking) must still stop the run after the current test.
+        plugin.STOP_REQUESTED.set()
         raise KeyboardInterrupt(f"signal {signum}")
+
+    from conformance import plugin
 
     folder = tempfile.mkdtemp(prefix="shardspec-run-")
     saved = os.environ.get("TMPDIR"), tempfile.tempdir
@@ -151,6 +164,14 @@ def _replay(args: argparse.Namespace, extra: list[str]) -> int:
         case = Case.from_json(args.case)
     except ValueError as exc:  # json.JSONDecodeError is one
         print(f"replay: the case must be JSON like the replay line prints: {exc}", file=sys.stderr)
+        return 2
+    module = case.task.partition(":")[0]
+    if module not in (*SUITE_TASK_MODULES, *args.task_module):
+        print(
+            f"replay: task {case.task!r} is not one of the suite's ({', '.join(SUITE_TASK_MODULES)}"
+            "); a case is data, so other code runs only where --task-module names its module",
+            file=sys.stderr,
+        )
         return 2
     with LocalWorld(args.world_size, args.backend, case_timeout_s=args.timeout) as world:
         result = world.run(case)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ _XFAILS = pytest.StashKey[list[known_failures.XFail]]()
 _KNOWN_RULES = pytest.StashKey[tuple[str, ...]]()
 _EXPECTED_TO_FAIL = pytest.StashKey[bool]()
 _RUN_INFO = pytest.StashKey[dict[str, Any]]()
+STOP_REQUESTED = threading.Event()  # set by ``conformance run`` on SIGTERM
 _BORROWED = pytest.StashKey[bool]()
 
 
@@ -376,6 +378,7 @@ class _RuleResults:
         self.collected = 0
         self.finished: set[str] = set()
         self.harness_errors: list[str] = []
+        self.session: pytest.Session | None = None
         self.interrupted = False
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -384,6 +387,9 @@ class _RuleResults:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         self.collected = max(self.collected, len(ids))
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
 
     def pytest_keyboard_interrupt(self) -> None:
         self.interrupted = True
@@ -406,6 +412,10 @@ class _RuleResults:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "teardown":
             self.finished.add(report.nodeid)
+        if STOP_REQUESTED.is_set():
+            self.interrupted = True
+            if self.session is not None:
+                self.session.shouldstop = "interrupted by SIGTERM"
         properties = dict(report.user_properties)
         final = report.when == "call" or (report.when == "setup" and report.outcome != "passed")
         if "rules" not in properties or not final:

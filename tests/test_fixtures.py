@@ -105,3 +105,58 @@ def test_save_regression_writes_a_replayable_file(tmp_path):
     assert saved["world_size"] == 2
     assert "impl" not in saved["case"]["args"]
     assert regressions.save(json.dumps(case), root=tmp_path) == path
+
+
+def _copy_with(tmp_path: Path, name: str, edit) -> Path:
+    copy = tmp_path / "vectors"
+    shutil.copytree(ROOT, copy)
+    path = copy / f"{name}.json"
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+    return copy
+
+
+def test_a_fixture_that_names_an_implementation_is_an_error_not_a_pass(tmp_path, capsys):
+    """Data never names code: a copy whose case says args.impl=reference, verified against a
+    wrong implementation, must not pass on the reference's behalf."""
+
+    def name_the_reference(data):
+        data["cases"][0]["args"]["impl"] = "reference"
+
+    copy = _copy_with(tmp_path, "gather", name_the_reference)
+    argv = ["fixtures", "verify", "--impl", "test_fixtures:WRONG", "--files", "gather"]
+    code = main([*argv, "--fixtures-dir", str(copy)])
+    out = capsys.readouterr().out
+    assert code == 3, out
+    assert "ERROR gather.json: gather.json does not match its schema at cases/0/args" in out
+    assert out.splitlines()[-1] == "0 passed, 0 failed, 0 skipped, 1 files in error", out
+
+
+def test_a_corrupt_fixture_file_is_an_error(tmp_path, capsys):
+    copy = tmp_path / "vectors"
+    shutil.copytree(ROOT, copy)
+    (copy / "layouts.json").write_text('{"cases": [')
+    code = main(["fixtures", "verify", "--files", "layouts", "--fixtures-dir", str(copy)])
+    out = capsys.readouterr().out
+    assert code == 3, out
+    assert "ERROR layouts.json: cannot read layouts.json" in out
+
+
+def test_verify_checks_a_copy_of_the_vectors_given_by_folder(tmp_path, capsys):
+    copy = _copy_with(tmp_path, "layouts", lambda data: None)
+    assert main(["fixtures", "verify", "--files", "layouts", "--fixtures-dir", str(copy)]) == 0
+    assert str(copy) in capsys.readouterr().out
+
+
+def test_a_regression_that_names_an_implementation_or_an_unknown_task_is_refused(tmp_path):
+    (name, data), *_ = regressions.load_all()
+    for edit, message in (
+        (lambda d: d["case"]["args"].update(impl="reference"), "does not match its schema"),
+        (lambda d: d["case"].update(task="os:system"), "no regression judge"),
+    ):
+        broken = json.loads(json.dumps(data))
+        edit(broken)
+        (tmp_path / f"{name}.json").write_text(json.dumps(broken))
+        with pytest.raises(ValueError, match=message):
+            regressions.load_all(tmp_path)

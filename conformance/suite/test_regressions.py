@@ -27,5 +27,5 @@ def test_saved_regression_still_passes(
     group = args.get("group") or args.get("mesh_ranks")
     if group is not None and len(group) < world_size:
         judge.requires(impl, "sub_groups")
-    result = world_pool.get(world_size).run(Case(task, {"impl": impl_name, **args}))
+    result = world_pool.get(world_size).run(Case(task, {**args, "impl": impl_name}))
     regressions.judge_result(regression, result)

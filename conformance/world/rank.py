@@ -119,8 +119,11 @@ def serve(ctx: RankContext, channel: Channel) -> None:
 
 
 def isolate_from_driver_terminal() -> None:
-    """Ctrl-C in the driver's terminal reaches ranks too; the driver decides what stops."""
+    """Ctrl-C in the driver's terminal reaches ranks too; the driver decides what stops. A forked
+    rank also inherits the driver's SIGTERM handler (``conformance run`` turns SIGTERM into an
+    interrupt): a rank stops at SIGTERM, as the driver's ``close`` expects."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def drop_driver_tracers() -> None:
