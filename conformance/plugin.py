@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from hypothesis import Phase, settings
-from hypothesis.errors import Unsatisfiable
+from hypothesis.errors import Flaky, Unsatisfiable
 
 from conformance import adapters, judge, known_failures, options, profiles, rules, run_info
 from conformance import report as rule_report
@@ -323,6 +323,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     violated = sorted(set(_violated(call.excinfo.value)))
     if violated:
         report.user_properties.append(("violated", ",".join(violated)))
+    if isinstance(call.excinfo.value, Flaky) and report.failed:
+        report.longrepr = _flaky_verdict(call.excinfo.value)
     failed_at = sorted({n for n in _failure_sizes(call.excinfo.value) if n is not None})
     report.user_properties.append(("failed_at", ",".join(map(str, failed_at))))
     if isinstance(call.excinfo.value, Unsatisfiable) and judge.KNOWN.seen:
@@ -337,7 +339,19 @@ def _violated(exc: BaseException) -> Iterator[str]:
     distinct bug it found as one exception group)."""
     yield from getattr(exc, "violated", ())
     for inner in getattr(exc, "exceptions", ()):
-        yield from _violated(inner)
+        yield from _violated(inner.__cause__ or inner)
+
+
+def _flaky_verdict(exc: BaseException) -> str:
+    """A property whose failing example passed when Hypothesis replayed it: one clear verdict and
+    each distinct failure once (Hypothesis's own report nests it and repeats it)."""
+    # Hypothesis wraps a BaseException (pytest's Failed is one) to group it: unwrap it.
+    inner = [e.__cause__ or e for e in getattr(exc, "exceptions", ())] or [exc]
+    seen = dict.fromkeys(getattr(e, "msg", None) or f"{type(e).__name__}: {e}" for e in inner)
+    return "\n\n".join(
+        ["shardspec: failed once, passed on replay (flaky): a fault that fires sometimes "
+         "is still a failure of the rule its check names", *seen]
+    )  # fmt: skip
 
 
 def _harness_errors(exc: BaseException) -> Iterator[BaseException]:
@@ -352,7 +366,7 @@ def _failure_sizes(exc: BaseException) -> Iterator[int | None]:
     """The world size of each failed case (``judge.fail``), through exception groups."""
     yield getattr(exc, "world_size", None)
     for inner in getattr(exc, "exceptions", ()):
-        yield from _failure_sizes(inner)
+        yield from _failure_sizes(inner.__cause__ or inner)
 
 
 def _columns(properties: dict[str, str], verdict: str) -> list[str]:

@@ -3,6 +3,8 @@ xfailed strictly, and a failing case tells how to replay it."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conformance import known_failures
@@ -224,3 +226,37 @@ def test_a_known_failing_property_is_not_shrunk(pytester):
     failing = pytester.path.joinpath("failing.txt").read_text().split()
     assert len(failing) > 2, failing
     assert failing[-1] == "1000", failing
+
+
+FLAKY = """
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from conformance import judge
+
+@pytest.mark.rules("ST-SPEC-1", "ST-SPEC-2", "ST-SPEC-3")
+@given(st.integers(0, 10))
+@settings(derandomize=True, database=None)
+def test_fails_once(x):
+    calls = Path("calls.txt")
+    n = int(calls.read_text()) if calls.exists() else 0
+    calls.write_text(str(n + 1))
+    if n == 0:
+        judge.fail("rank 0: planted fault that fires once", "ST-SPEC-2")
+"""
+
+
+def test_a_fault_that_fires_once_is_one_failure_of_its_rule_reported_once(pytester):
+    pytester.makepyfile(test_flaky=FLAKY)
+    result = pytester.runpytest_subprocess("-p", "conformance.plugin", "--report-dir", "out")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert out.count("shardspec: failed once, passed on replay (flaky)") == 1, out
+    assert out.count("rank 0: planted fault that fires once") == 1, out
+    rules = json.loads((pytester.path / "out" / "rules.json").read_text())["rules"]
+    assert {rule: set(cells.values()) - {""} for rule, cells in rules.items()} == {
+        "ST-SPEC-1": {"blocked"},
+        "ST-SPEC-2": {"fail"},
+        "ST-SPEC-3": {"blocked"},
+    }
