@@ -132,14 +132,13 @@ def _interruptible_run_folder() -> Iterator[None]:
     """Every temporary file of the run (rank worlds' stores and logs, in xdist workers too) goes
     under one folder that is removed when the run ends; SIGTERM stops the run as Ctrl-C does, so
     worlds close, reports say the run is incomplete, and nothing is left behind."""
+    from conformance import plugin
 
     def interrupt(signum: int, frame: object) -> None:
         # Also a flag: an interrupt that lands inside a library that swallows it (a property's
         # shrinking) must still stop the run after the current test.
         plugin.STOP_REQUESTED.set()
         raise KeyboardInterrupt(f"signal {signum}")
-
-    from conformance import plugin
 
     folder = tempfile.mkdtemp(prefix="shardspec-run-")
     saved = os.environ.get("TMPDIR"), tempfile.tempdir

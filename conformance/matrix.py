@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from conformance import rules as spec_rules
 from conformance.known_failures import release_key
-from conformance.report import SEVERITY
+from conformance.report import SEVERITY, worst
 
 # "DT-MESH-3/4/5" names three rules, "ST-VALID-1" one.
 _RULES = re.compile(r"\b([A-Z]+(?:-[A-Z]+)*)-(\d+(?:/\d+)*)\b")
@@ -62,11 +61,6 @@ def load_runs(folder: Path) -> list[Run]:
             )
         )
     return sorted(runs, key=lambda r: (release_key(r.release), r.implementation))
-
-
-def worst(verdicts: Iterable[str]) -> str:
-    present = [v for v in verdicts if v]
-    return min(present, key=SEVERITY.index) if present else ""
 
 
 def expand_rules(text: str) -> tuple[str, ...]:

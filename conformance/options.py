@@ -30,13 +30,9 @@ def world_size(raw: str) -> int:
 
 def count(raw: str) -> int:
     """A positive number of things (cases, examples)."""
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
+    if not raw.strip().isdigit() or int(raw) < 1:
         raise ValueError(f"a positive integer; got {raw!r}")
-    return value
+    return int(raw)
 
 
 def seconds(raw: str | float, *, allow_zero: bool = False) -> float:

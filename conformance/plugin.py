@@ -311,7 +311,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     report.user_properties.append(("sizes_ran", ",".join(map(str, ran))))
     if call.excinfo is None:
         return
-    harness_errors = list(_harness_errors(call.excinfo.value))
+    harness_errors = _harness_errors(call.excinfo.value)
     if harness_errors:
         # Not a verdict: neither a conformance failure nor the known failure it may look like.
         report.outcome = "failed"
@@ -325,7 +325,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         report.user_properties.append(("violated", ",".join(violated)))
     if isinstance(call.excinfo.value, Flaky) and report.failed:
         report.longrepr = _flaky_verdict(call.excinfo.value)
-    failed_at = sorted({n for n in _failure_sizes(call.excinfo.value) if n is not None})
+    failed_at = sorted(_failure_sizes(call.excinfo.value))
     report.user_properties.append(("failed_at", ",".join(map(str, failed_at))))
     if isinstance(call.excinfo.value, Unsatisfiable) and judge.KNOWN.seen:
         report.outcome = "skipped"
@@ -334,39 +334,39 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         )
 
 
-def _violated(exc: BaseException) -> Iterator[str]:
-    """The rules named by a failure, or by each failure of a group (Hypothesis reports every
-    distinct bug it found as one exception group)."""
-    yield from getattr(exc, "violated", ())
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    """Every exception a failure is made of: Hypothesis reports each distinct bug it found (and
+    a flaky one) as an exception group, and wraps a ``BaseException`` such as pytest's
+    ``Failed`` to put it in one."""
+    yield exc
     for inner in getattr(exc, "exceptions", ()):
-        yield from _violated(inner.__cause__ or inner)
+        yield from _leaves(inner.__cause__ or inner)
+
+
+def _violated(exc: BaseException) -> Iterator[str]:
+    """The rules named by a failure (``judge.fail``)."""
+    for leaf in _leaves(exc):
+        yield from getattr(leaf, "violated", ())
+
+
+def _harness_errors(exc: BaseException) -> list[BaseException]:
+    return [leaf for leaf in _leaves(exc) if isinstance(leaf, HarnessError)]
+
+
+def _failure_sizes(exc: BaseException) -> set[int]:
+    """The world size of each failed case (``judge.fail``)."""
+    return {n for leaf in _leaves(exc) if (n := getattr(leaf, "world_size", None)) is not None}
 
 
 def _flaky_verdict(exc: BaseException) -> str:
     """A property whose failing example passed when Hypothesis replayed it: one clear verdict and
     each distinct failure once (Hypothesis's own report nests it and repeats it)."""
-    # Hypothesis wraps a BaseException (pytest's Failed is one) to group it: unwrap it.
-    inner = [e.__cause__ or e for e in getattr(exc, "exceptions", ())] or [exc]
+    inner = list(_leaves(exc))[1:] or [exc]
     seen = dict.fromkeys(getattr(e, "msg", None) or f"{type(e).__name__}: {e}" for e in inner)
     return "\n\n".join(
         ["shardspec: failed once, passed on replay (flaky): a fault that fires sometimes "
          "is still a failure of the rule its check names", *seen]
     )  # fmt: skip
-
-
-def _harness_errors(exc: BaseException) -> Iterator[BaseException]:
-    """The harness or environment errors in a failure, through exception groups."""
-    if isinstance(exc, HarnessError):
-        yield exc
-    for inner in getattr(exc, "exceptions", ()):
-        yield from _harness_errors(inner)
-
-
-def _failure_sizes(exc: BaseException) -> Iterator[int | None]:
-    """The world size of each failed case (``judge.fail``), through exception groups."""
-    yield getattr(exc, "world_size", None)
-    for inner in getattr(exc, "exceptions", ()):
-        yield from _failure_sizes(inner.__cause__ or inner)
 
 
 def _columns(properties: dict[str, str], verdict: str) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 # A cell shows the worst verdict among the tests behind it, in this order. "blocked": a test
@@ -50,9 +51,14 @@ class RuleTable:
     def counts(self) -> dict[str, int]:
         totals: dict[str, int] = defaultdict(int)
         for by_size in self.cells.values():
-            worst = min(by_size.values(), key=SEVERITY.index)
-            totals[worst] += 1
+            totals[worst(by_size.values())] += 1
         return dict(totals)
+
+
+def worst(verdicts: Iterable[str]) -> str:
+    """The most severe of ``verdicts`` (``SEVERITY``); empty cells do not count."""
+    present = [v for v in verdicts if v]
+    return min(present, key=SEVERITY.index) if present else ""
 
 
 def verdict_of(outcome: str, wasxfail: bool, skip_reason: str) -> str:
