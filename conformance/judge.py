@@ -19,8 +19,10 @@ import pytest
 import torch
 from hypothesis import assume, currently_in_test_context, reject
 
+from conformance import symptoms
 from conformance.oracle.vocabulary import Verdict
 from conformance.report import NOT_CLAIMED
+from conformance.symptoms import Symptom
 from conformance.world import CaseResult, Raised, Returned, ledger
 from conformance.world.local import retire_latest_world
 from conformance.world.protocol import RULE_ID
@@ -43,49 +45,71 @@ def assume_claimed(impl: Any, *capabilities: str) -> None:
 
 
 class KnownFailures:
-    """The rules whose failures the running test expects (set by the plugin from the xfails
-    file), and those it has met so far."""
+    """The rules whose failures the running test expects, each with the symptom its entry lists
+    (set by the plugin from the xfails file), and those it has met so far."""
 
     def __init__(self) -> None:
-        self.expected: frozenset[str] = frozenset()
+        self.expected: Mapping[str, Symptom] = {}
         self.seen: set[str] = set()
 
-    def start(self, expected: Iterable[str]) -> None:
-        self.expected, self.seen = frozenset(expected), set()
+    def start(self, expected: Mapping[str, Symptom]) -> None:
+        self.expected, self.seen = dict(expected), set()
+
+    def covers(self, violated: tuple[str, ...], symptom: Symptom | None) -> bool:
+        """Whether a failure of ``violated`` showing ``symptom`` is the known one."""
+        if not violated or not all(rule in self.expected for rule in violated):
+            return False
+        allowed = frozenset().union(*(self.expected[rule] for rule in violated))
+        return symptoms.matches(symptom, allowed)
 
 
 KNOWN = KnownFailures()
 
 
-def fail(message: str, rules: str | Iterable[str] | None) -> NoReturn:
-    """Fail the test, naming the rules the failed check enforces (``None``: unknown).
+def fail(
+    message: str, rules: str | Iterable[str] | None, symptom: Symptom | None = None
+) -> NoReturn:
+    """Fail the test, naming the rules the failed check enforces (``None``: unknown) and what the
+    implementation did (``symptom``, see ``conformance.symptoms``; ``None``: unknown).
 
-    A failure of known-failing rules only does not end a property: its example is discarded and
-    the rules recorded, so the test goes on judging the other rules it cites. Outside a
-    property, the test ends as an expected failure. Either way the world that ran the case is
-    retired (``retire_latest_world``)."""
+    A failure of known-failing rules only, with the symptom their entry lists, does not end a
+    property: its example is discarded and the rules recorded, so the test goes on judging the
+    other rules it cites. Outside a property, the test ends as an expected failure. Any other
+    failure is a failure. Either way the world that ran the case is retired
+    (``retire_latest_world``)."""
     __tracebackhide__ = True
     retire_latest_world()
     violated = (rules,) if isinstance(rules, str) else tuple(rules or ())
-    if violated and KNOWN.expected.issuperset(violated):
+    if symptom:
+        message = f"{message}\n  symptom: {symptoms.render(symptom)}"
+    if KNOWN.covers(violated, symptom):
         KNOWN.seen.update(violated)
         if currently_in_test_context():
             reject()
         first_line = message.splitlines()[0] if message else ""
         outcome: Exception = pytest.xfail.Exception(
-            f"known failure of {', '.join(violated)}: {first_line}"
+            f"known failure of {', '.join(violated)} ({symptoms.render(symptom or ())}): "
+            f"{first_line}"
         )
     else:
         outcome = pytest.fail.Exception(message, pytrace=False)
     outcome.violated = violated
+    outcome.symptom = symptom
     outcome.world_size = ledger.latest()
     raise outcome
 
 
-def _fail(what: str, actual: Any, expected: Any, context: str, rule: str | None) -> NoReturn:
+def _fail(
+    what: str,
+    actual: Any,
+    expected: Any,
+    context: str,
+    rule: str | None,
+    symptom: Symptom = symptoms.WRONG_VALUE,
+) -> NoReturn:
     __tracebackhide__ = True
     where = f"{rule}; {context}" if rule else context
-    fail(f"{what}={actual!r}, but should be {expected!r} [{where}]", rule)
+    fail(f"{what}={actual!r}, but should be {expected!r} [{where}]", rule, symptom)
 
 
 def assert_equal(
@@ -149,13 +173,16 @@ def assert_pure_verdict(
         value = call()
     except Exception as exc:
         raised = f"{type(exc).__name__}: {exc}"
+        symptom = symptoms.raises(type(exc).__name__)
         if verdict.ok:
-            _fail("raised", raised, "a result", context, rule or _named_rule(str(exc)))
+            _fail("raised", raised, "a result", context, rule or _named_rule(str(exc)), symptom)
         if not _is_a(type(exc), verdict.error):
-            _fail("raised", raised, f"{verdict.error} ({verdict.rule})", context, verdict.rule)
+            expected = f"{verdict.error} ({verdict.rule})"
+            _fail("raised", raised, expected, context, verdict.rule, symptom)
         return None
     if not verdict.ok and not verdict.optional:
-        _fail("returned", value, f"{verdict.error} ({verdict.rule})", context, verdict.rule)
+        expected = f"{verdict.error} ({verdict.rule})"
+        _fail("returned", value, expected, context, verdict.rule, symptoms.RETURNS)
     return value
 
 
@@ -180,6 +207,7 @@ def assert_collective_verdict(
                 f"{len(wrong)} rank(s) did not"
             ),
             verdict.rule,
+            symptoms.of_outcomes(result.outcomes),
         )
     return None
 
@@ -204,7 +232,11 @@ def assert_verdicts_by_rank(
             blamed.append((o.rank, f"should raise {verdict.error}", verdict.rule))
     if blamed:
         said = "; ".join(f"rank {rank} {what} ({why})" for rank, what, why in blamed)
-        fail(result.report(said), sorted({why for _, _, why in blamed}))
+        fail(
+            result.report(said),
+            sorted({why for _, _, why in blamed}),
+            symptoms.of_outcomes(result.outcomes),
+        )
     return [o.value if isinstance(o, Returned) else None for o in result.outcomes]
 
 
@@ -213,7 +245,11 @@ def all_returned(result: CaseResult, *, rule: str | None = None) -> list[Any]:
     __tracebackhide__ = True
     if not all(isinstance(o, Returned) for o in result.outcomes):
         named = {r for o in result.outcomes if isinstance(o, Raised) and (r := o.rule)}
-        fail(result.report("every rank should return"), rule or sorted(named) or None)
+        fail(
+            result.report("every rank should return"),
+            rule or sorted(named) or None,
+            symptoms.of_outcomes(result.outcomes),
+        )
     return result.values()
 
 

@@ -1,18 +1,27 @@
-"""Known failures of an implementation: one test id per line, with the reason beside it.
+"""Known failures of an implementation: which test fails, which rules it breaks and how.
 
     # Uneven ShardedTensor gather drops the last shard (https://github.com/pytorch/pytorch/issues/N)
+    conformance/suite/test_st_gather.py::test_gather
+        ST-GATHER-10: wrong value
+        ST-GATHER-3: rank 0 raises IndexError, hangs
     conformance/suite/test_st_gather.py::test_gather_uneven   # reason, if not given above
-    conformance/suite/test_st_gather.py::test_gather ST-GATHER-10  # only this rule's failures
+        whole test: raises RuntimeError, hangs
 
-A line's id matches a test whose node id equals it or starts with it followed by ``[``, so one
-line can cover every parametrisation. Ids that match no collected test are reported, since a
+A test id line is followed by indented lines, each a rule id (or ``whole test``) and the symptom
+its failure shows (``conformance.symptoms``: which ranks raise which exception type, which hang,
+which return a wrong value). A failure of the same rule with a symptom the entry does not list
+is a new failure: an entry written for one bug never hides another.
+
+A test id matches a test whose node id equals it or starts with it followed by ``[``, so one
+entry can cover every parametrisation. Ids that match no collected test are reported, since a
 stale entry would silently hide a fixed bug.
 
-A line without rule ids makes the whole test a strict xfail: its first failure ends it, and it
-must fail. A line with rule ids lets the test go on: a failed check blamed on those rules only
-is counted as a known failure of them and its example discarded, so the test still judges every
-other rule it cites (see ``judge.fail``). Use the rule form wherever the failure is quick; a
-known hang wants the test form, or every example that hangs costs a case timeout.
+``whole test`` makes the test a strict xfail: its first failure ends it, must show the symptom,
+and it must fail. Rule lines let the test go on: a failed check blamed on those rules only,
+with their symptom, is counted as a known failure of them and its example discarded, so the
+test still judges every other rule it cites (see ``judge.fail``). Use the rule form wherever the
+failure is quick; a known hang wants the test form, or every example that hangs costs a case
+timeout.
 
 An implementation's behaviour changes between its releases, so its known failures are kept per
 release: ``xfails/<adapter>/<release>.txt`` (``xfails/torch/2.13.0.txt``), chosen by the release
@@ -24,18 +33,30 @@ unexpected passes, never hidden.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from conformance import symptoms
+from conformance.symptoms import Symptom
 from conformance.world.protocol import RULE_ID
+
+WHOLE_TEST = "whole test"
 
 
 @dataclass(frozen=True)
 class XFail:
+    """One entry: ``symptoms`` maps each known-failing rule to what its failure shows (rule
+    form), or ``whole`` is the symptom of the test's first failure (test form)."""
+
     test_id: str
     reason: str
     line: int
-    rules: tuple[str, ...] = ()
+    symptoms: dict[str, Symptom] = field(default_factory=dict)
+    whole: Symptom | None = None
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        return tuple(self.symptoms)
 
 
 FOLDER = Path(__file__).parent / "xfails"
@@ -89,6 +110,7 @@ def default_for(impl: str, release: str | None, shipped: Path | None = None) -> 
 
 
 def parse(path: Path) -> list[XFail]:
+    """Read a known-failures file; a ``ValueError`` naming the line of anything malformed."""
     entries: list[XFail] = []
     group_reason, in_comment = "", False
     for number, raw in enumerate(path.read_text().splitlines(), start=1):
@@ -103,16 +125,56 @@ def parse(path: Path) -> list[XFail]:
             in_comment = True
             continue
         in_comment = False
+        where = f"{path}:{number}"
+        if raw[0].isspace():
+            if not entries:
+                raise ValueError(f"{where}: a symptom line before any test id")
+            entries[-1] = _with_symptom(entries[-1], text, where)
+            continue
+        _check_complete(entries, path)
         entry, _, comment = text.partition("#")
-        test_id, *rules = entry.split()
+        test_id, *rest = entry.split()
+        if rest:
+            raise ValueError(
+                f"{where}: {rest} after {test_id!r}: rules and their symptoms go on indented "
+                "lines below the test id ('    ST-SPEC-2: raises IndexError')"
+            )
         reason = comment.strip() or group_reason
         if not reason:
-            raise ValueError(f"{path}:{number}: xfail entry {test_id!r} gives no reason")
-        bad = [r for r in rules if not RULE_ID.fullmatch(r)]
-        if bad:
-            raise ValueError(f"{path}:{number}: {bad} after {test_id!r} are not rule ids")
-        entries.append(XFail(test_id, reason, number, tuple(rules)))
+            raise ValueError(f"{where}: xfail entry {test_id!r} gives no reason")
+        entries.append(XFail(test_id, reason, number))
+    _check_complete(entries, path)
     return entries
+
+
+def _with_symptom(entry: XFail, text: str, where: str) -> XFail:
+    """``entry`` with one more indented line: ``<rule id>: <symptom>`` or ``whole test: ...``."""
+    subject, colon, said = text.partition(":")
+    subject = subject.strip()
+    if not colon or not (subject == WHOLE_TEST or RULE_ID.fullmatch(subject)):
+        raise ValueError(
+            f"{where}: {text!r} is not '<rule id>: <symptom>' or '{WHOLE_TEST}: <symptom>'"
+        )
+    try:
+        symptom = symptoms.parse(said.strip())
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    if subject == WHOLE_TEST:
+        if entry.whole is not None or entry.symptoms:
+            raise ValueError(f"{where}: '{WHOLE_TEST}' must be the entry's only symptom line")
+        return replace(entry, whole=symptom)
+    if entry.whole is not None or subject in entry.symptoms:
+        raise ValueError(f"{where}: {subject} given twice, or beside '{WHOLE_TEST}'")
+    return replace(entry, symptoms={**entry.symptoms, subject: symptom})
+
+
+def _check_complete(entries: list[XFail], path: Path) -> None:
+    last = entries[-1] if entries else None
+    if last is not None and last.whole is None and not last.symptoms:
+        raise ValueError(
+            f"{path}:{last.line}: xfail entry {last.test_id!r} gives no symptom: indent "
+            f"'<rule id>: <symptom>' lines, or one '{WHOLE_TEST}: <symptom>', below it"
+        )
 
 
 def matches(entry: XFail, nodeid: str) -> bool:

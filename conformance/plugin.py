@@ -16,8 +16,18 @@ import pytest
 from hypothesis import Phase, settings
 from hypothesis.errors import Flaky, Unsatisfiable
 
-from conformance import adapters, judge, known_failures, options, profiles, rules, run_info
+from conformance import (
+    adapters,
+    judge,
+    known_failures,
+    options,
+    profiles,
+    rules,
+    run_info,
+    symptoms,
+)
 from conformance import report as rule_report
+from conformance.symptoms import Symptom
 from conformance.world import attach, harness, ledger
 from conformance.world.attach import AttachedWorld
 from conformance.world.backends import backend_named
@@ -27,8 +37,8 @@ from conformance.world.pool import World, WorldPool
 profiles.register()
 
 _XFAILS = pytest.StashKey[list[known_failures.XFail]]()
-_KNOWN_RULES = pytest.StashKey[tuple[str, ...]]()
-_EXPECTED_TO_FAIL = pytest.StashKey[bool]()
+_KNOWN_RULES = pytest.StashKey[dict[str, Symptom]]()
+_EXPECTED_TO_FAIL = pytest.StashKey[known_failures.XFail]()
 _RUN_INFO = pytest.StashKey[dict[str, Any]]()
 STOP_REQUESTED = threading.Event()  # set by ``conformance run`` on SIGTERM
 _BORROWED = pytest.StashKey[bool]()
@@ -246,11 +256,14 @@ def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> Non
     for item in items:
         for entry in entries:
             if known_failures.matches(entry, item.nodeid):
-                if entry.rules:
-                    item.stash[_KNOWN_RULES] = item.stash.get(_KNOWN_RULES, ()) + entry.rules
+                if entry.whole is None:
+                    known = dict(item.stash.get(_KNOWN_RULES, {}))
+                    for rule, symptom in entry.symptoms.items():
+                        known[rule] = known.get(rule, frozenset()) | symptom
+                    item.stash[_KNOWN_RULES] = known
                 else:
                     item.add_marker(pytest.mark.xfail(reason=entry.reason, strict=True))
-                    item.stash[_EXPECTED_TO_FAIL] = True
+                    item.stash[_EXPECTED_TO_FAIL] = entry
                 used.add(entry.line)
     path = config.getoption("--xfails")
     for entry in entries:
@@ -264,7 +277,7 @@ def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> Non
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Tell the judge which rules' failures this test expects; report those it met."""
-    judge.KNOWN.start(item.stash.get(_KNOWN_RULES, ()))
+    judge.KNOWN.start(item.stash.get(_KNOWN_RULES, {}))
     ledger.start_test()
     with _stop_at_the_first_failure(item):
         yield
@@ -283,7 +296,7 @@ def _stop_at_the_first_failure(item: pytest.Item) -> Iterator[None]:
     a Hypothesis release renames it, the property simply runs with its usual settings."""
     test = getattr(item, "obj", None)
     current = getattr(test, "_hypothesis_internal_use_settings", None)
-    if not item.stash.get(_EXPECTED_TO_FAIL, False) or not isinstance(current, settings):
+    if item.stash.get(_EXPECTED_TO_FAIL, None) is None or not isinstance(current, settings):
         yield
         return
     test._hypothesis_internal_use_settings = settings(
@@ -320,6 +333,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         first_line = str(harness_errors[0]).splitlines()[0]
         report.user_properties.append(("harness_error", first_line))
         return
+    entry = item.stash.get(_EXPECTED_TO_FAIL, None)
+    if entry is not None and hasattr(report, "wasxfail"):
+        _unless_the_known_symptom(report, entry, call.excinfo.value, item.config)
     violated = sorted(set(_violated(call.excinfo.value)))
     if violated:
         report.user_properties.append(("violated", ",".join(violated)))
@@ -332,6 +348,28 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         report.wasxfail = "every example met a known failure of " + ", ".join(
             sorted(judge.KNOWN.seen)
         )
+
+
+def _unless_the_known_symptom(
+    report: pytest.TestReport, entry: known_failures.XFail, exc: BaseException, config
+) -> None:
+    """A test that is a known failure as a whole still fails unless its failure is a check's
+    (``judge.fail``) and shows the symptom its entry lists: an error of the suite, or another
+    bug of the implementation, is never taken for the known one."""
+    checks = [leaf for leaf in _leaves(exc) if hasattr(leaf, "violated")]
+    seen = [getattr(leaf, "symptom", None) for leaf in checks]
+    allowed = entry.whole or frozenset()
+    if checks and all(symptoms.matches(s, allowed) for s in seen):
+        return
+    shown = "; ".join(symptoms.render(s) if s else "no symptom" for s in seen)
+    why = f"it shows {shown}" if checks else f"it is not a failed check ({type(exc).__name__})"
+    del report.wasxfail
+    report.outcome = "failed"
+    report.longrepr = (
+        f"shardspec: a new failure: {config.getoption('--xfails')}:{entry.line} lists "
+        f"{entry.test_id} as failing with '{symptoms.render(allowed)}', but {why}\n\n"
+        f"{report.longrepr}"
+    )
 
 
 def _leaves(exc: BaseException) -> Iterator[BaseException]:

@@ -46,9 +46,13 @@ def object_collective_without_numpy(ctx):
     [
         "",
         "test_inner.py::test_a_rank_misses_a_module  # known\n"
-        "test_inner.py::test_a_rank_misses_numpy  # known\n",
-        "test_inner.py::test_a_rank_misses_a_module ST-SPEC-1  # known\n"
-        "test_inner.py::test_a_rank_misses_numpy ST-SPEC-2  # known\n",
+        "    whole test: raises ModuleNotFoundError\n"
+        "test_inner.py::test_a_rank_misses_numpy  # known\n"
+        "    whole test: raises RuntimeError\n",
+        "test_inner.py::test_a_rank_misses_a_module  # known\n"
+        "    ST-SPEC-1: raises ModuleNotFoundError\n"
+        "test_inner.py::test_a_rank_misses_numpy  # known\n"
+        "    ST-SPEC-2: raises RuntimeError\n",
     ],
     ids=["no-entry", "whole-test-entry", "rule-entry"],
 )

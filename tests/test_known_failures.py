@@ -100,7 +100,7 @@ known_failures.FOLDER = Path(__file__).parent / "xfails"
 
 INNER_TESTS = """
 import pytest
-from conformance import judge
+from conformance import judge, symptoms
 
 @pytest.mark.rules("ST-SPEC-1")
 def test_fixed_in_this_release():
@@ -108,11 +108,11 @@ def test_fixed_in_this_release():
 
 @pytest.mark.rules("ST-SPEC-2")
 def test_still_broken():
-    judge.fail("still broken", "ST-SPEC-2")
+    judge.fail("still broken", "ST-SPEC-2", symptoms.WRONG_VALUE)
 
 @pytest.mark.rules("ST-SPEC-3")
 def test_newly_broken():
-    judge.fail("newly broken", "ST-SPEC-3")
+    judge.fail("newly broken", "ST-SPEC-3", symptoms.WRONG_VALUE)
 """
 
 
@@ -126,7 +126,9 @@ def test_a_release_without_its_own_file_runs_with_the_older_one_and_reports_the_
     pytester.mkdir("xfails/fake")
     pytester.path.joinpath("xfails/fake/9.0.0.txt").write_text(
         "test_inner.py::test_fixed_in_this_release  # broken in 9.0.0\n"
-        "test_inner.py::test_still_broken ST-SPEC-2  # broken in 9.0.0\n"
+        "    whole test: wrong value\n"
+        "test_inner.py::test_still_broken  # broken in 9.0.0\n"
+        "    ST-SPEC-2: wrong value\n"
     )
     result = pytester.runpytest_subprocess("-p", "conformance.plugin", "--impl", "fake")
     result.assert_outcomes(failed=2, xfailed=1)  # the strict xpass fails, the new failure fails

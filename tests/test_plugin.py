@@ -24,6 +24,7 @@ def fail_on_last(ctx):
 """
 
 INNER_TESTS = """
+from conformance import judge
 from conformance.world import Case
 
 def test_sum(world):
@@ -31,7 +32,7 @@ def test_sum(world):
     assert world.run(Case("inner_tasks:rank_sum")).values() == [n * (n - 1) / 2] * n
 
 def test_fails(world):
-    world.run(Case("inner_tasks:fail_on_last")).values()
+    judge.all_returned(world.run(Case("inner_tasks:fail_on_last")))
 
 def test_impl(impl):
     assert impl == "the adapter"
@@ -69,8 +70,11 @@ def test_known_failures_are_strict_xfails_and_stale_entries_are_reported(inner):
     inner.path.joinpath("xfails.txt").write_text(
         "# planted failure (https://example.invalid/issue/1)\n"
         "test_inner.py::test_fails\n"
+        "    whole test: raises ValueError, returns\n"
         "test_inner.py::test_sum[ws1]   # listed, but it passes: strict xfail fails\n"
+        "    whole test: wrong value\n"
         "test_inner.py::test_gone       # matches nothing\n"
+        "    whole test: wrong value\n"
     )
     result = run(
         inner, "--world-sizes", "1,2", "--impl", "my_adapter:ADAPTER", "--xfails", "xfails.txt"
@@ -84,8 +88,9 @@ def test_known_failures_are_strict_xfails_and_stale_entries_are_reported(inner):
 def test_a_reason_may_span_several_comment_lines(tmp_path):
     path = tmp_path / "xfails.txt"
     path.write_text(
-        "# RULE-1: the first line\n#   and the second\na::one\na::two\n"
-        "# RULE-2: own reason\na::three\n"
+        "# RULE-1: the first line\n#   and the second\na::one\n  whole test: hangs\n"
+        "a::two\n  whole test: hangs\n"
+        "# RULE-2: own reason\na::three\n  whole test: hangs\n"
     )
     reasons = [(e.test_id, e.reason) for e in known_failures.parse(path)]
     assert reasons == [
@@ -96,7 +101,9 @@ def test_a_reason_may_span_several_comment_lines(tmp_path):
 
 
 def test_an_xfail_entry_without_a_reason_is_refused(inner):
-    inner.path.joinpath("xfails.txt").write_text("test_inner.py::test_fails\n")
+    inner.path.joinpath("xfails.txt").write_text(
+        "test_inner.py::test_fails\n    whole test: raises ValueError\n"
+    )
     result = run(inner, "--xfails", "xfails.txt", "--impl", "my_adapter:ADAPTER")
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*xfails.txt:1*gives no reason*"])
@@ -160,16 +167,16 @@ def test_a_rule_entry_counts_its_failures_and_judges_the_other_rules(pytester):
     pytester.makepyfile(test_rule_level=RULE_LEVEL_TESTS)
     pytester.path.joinpath("xfails.txt").write_text(
         "# planted\n"
-        "test_rule_level.py::test_sometimes_breaks_one_rule ST-GATHER-1\n"
-        "test_rule_level.py::test_always_breaks_one_rule ST-RESHARD-1\n"
-        "test_rule_level.py::test_one_example_breaks_one_rule ST-SPEC-1\n"
-        "test_rule_level.py::test_never_breaks DT-MESH-1\n"
+        "test_rule_level.py::test_sometimes_breaks_one_rule\n    ST-GATHER-1: wrong value\n"
+        "test_rule_level.py::test_always_breaks_one_rule\n    ST-RESHARD-1: wrong value\n"
+        "test_rule_level.py::test_one_example_breaks_one_rule\n    ST-SPEC-1: wrong value\n"
+        "test_rule_level.py::test_never_breaks\n    DT-MESH-1: wrong value\n"
     )
     result = run(pytester, "--xfails", "xfails.txt", "-rx")
     result.assert_outcomes(passed=2, xfailed=2)
     result.stdout.fnmatch_lines(
         [
-            "xfails.txt:5: known failure of DT-MESH-1 in *test_never_breaks not met in this run",
+            "xfails.txt:8: known failure of DT-MESH-1 in *test_never_breaks not met in this run",
             "ST-SPEC-1     xfail",
             "ST-SPEC-2     blocked",
             "ST-GATHER-1   xfail",
@@ -178,7 +185,7 @@ def test_a_rule_entry_counts_its_failures_and_judges_the_other_rules(pytester):
             "ST-RESHARD-2  blocked",
             "DT-MESH-1     pass",
             "*test_always_breaks_one_rule*every example met a known failure of ST-RESHARD-1*",
-            "*test_one_example_breaks_one_rule*known failure of ST-SPEC-1: answer=41*",
+            "*test_one_example_breaks_one_rule*known failure of ST-SPEC-1 (wrong value): answer*",
         ]
     )
 
@@ -186,7 +193,8 @@ def test_a_rule_entry_counts_its_failures_and_judges_the_other_rules(pytester):
 def test_an_unknown_rule_failure_still_fails_a_test_with_rule_entries(pytester):
     pytester.makepyfile(test_rule_level=RULE_LEVEL_TESTS)
     pytester.path.joinpath("xfails.txt").write_text(
-        "test_rule_level.py::test_sometimes_breaks_one_rule ST-GATHER-2  # not the one it breaks\n"
+        "test_rule_level.py::test_sometimes_breaks_one_rule  # not the one it breaks\n"
+        "    ST-GATHER-2: wrong value\n"
     )
     result = run(pytester, "--xfails", "xfails.txt", "-k", "sometimes")
     result.assert_outcomes(failed=1)
@@ -194,10 +202,12 @@ def test_an_unknown_rule_failure_still_fails_a_test_with_rule_entries(pytester):
 
 
 def test_an_xfail_entry_with_something_other_than_rule_ids_is_refused(inner):
-    inner.path.joinpath("xfails.txt").write_text("test_inner.py::test_fails gather  # reason\n")
+    inner.path.joinpath("xfails.txt").write_text(
+        "test_inner.py::test_fails  # reason\n    gather: raises ValueError\n"
+    )
     result = run(inner, "--xfails", "xfails.txt")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*'gather'[]] after 'test_inner.py::test_fails' are not rule*"])
+    result.stderr.fnmatch_lines(["*xfails.txt:2: 'gather: raises ValueError' is not '<rule id>*"])
 
 
 def test_a_known_failing_property_is_not_shrunk(pytester):
@@ -205,15 +215,19 @@ def test_a_known_failing_property_is_not_shrunk(pytester):
         test_shrink="""
         from hypothesis import given, strategies as st
 
+        from conformance import judge
+
         @given(st.integers(0, 10**6))
         def test_big_numbers_fail(x):
             if x >= 1000:
                 with open("failing.txt", "a") as log:
                     log.write(f"{x}\\n")
-                raise AssertionError(x)
+                judge.assert_equal("x < 1000", False, True, str(x), rule="ST-SPEC-1")
         """
     )
-    pytester.path.joinpath("xfails.txt").write_text("test_shrink.py::test_big_numbers_fail  # r\n")
+    pytester.path.joinpath("xfails.txt").write_text(
+        "test_shrink.py::test_big_numbers_fail  # r\n    whole test: wrong value\n"
+    )
     result = run(pytester, "--xfails", "xfails.txt")
     result.assert_outcomes(xfailed=1)
     failing = pytester.path.joinpath("failing.txt").read_text().split()

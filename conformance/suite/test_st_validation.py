@@ -18,6 +18,7 @@ from conformance.oracle.st_validation import (
     init_with_global_metadata_verdict,
     layout_verdict,
 )
+from conformance.oracle.vocabulary import VALID
 from conformance.world import Case
 
 
@@ -82,7 +83,9 @@ def test_an_empty_box_overlaps_nothing(impl, size, empty_boxes):
     judge.requires(impl, "sharded_tensor")
     full = {"offsets": [0] * len(size), "sizes": size, "placement": "rank:0/cpu"}
     empties = [{"offsets": o, "sizes": s, "placement": "rank:1/cpu"} for o, s in empty_boxes]
-    impl.st_validate([full, *empties], size)
+    shards = [full, *empties]
+    judge.assert_pure_verdict(lambda: impl.st_validate(shards, size), VALID,
+                              f"validate({shards}, size={size})", rule="ST-VALID-1")  # fmt: skip
 
 
 LOCAL_FAULTS = ["none", "dtype", "requires_grad", "size", "shape", "non_contiguous",
