@@ -77,7 +77,10 @@ def partition_tolerance(partitioned: Sequence[torch.Tensor], n: int, m: int) -> 
 
 def within(actual: torch.Tensor, expected: torch.Tensor, bound: torch.Tensor) -> bool:
     """Same shape and dtype, and ``|actual - expected| <= bound`` element-wise (exact where the
-    bound is 0, ``-0.0 == 0.0`` as for ``torch.equal``)."""
+    bound is 0, ``-0.0 == 0.0`` as for ``torch.equal``). A bound of another shape than
+    ``expected`` is the caller's error, never broadcast into a verdict."""
+    if bound.shape != expected.shape:
+        raise ValueError(f"a bound of shape {list(bound.shape)} for {list(expected.shape)}")
     if actual.shape != expected.shape or actual.dtype != expected.dtype:
         return False
     if not actual.dtype.is_floating_point:
