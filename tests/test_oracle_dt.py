@@ -22,7 +22,13 @@ from conformance.oracle.dt_api import (
 from conformance.oracle.dt_redistribute import redistribute, redistribute_verdict
 from conformance.oracle.placements import reduce
 from conformance.oracle.tensors import make_global
-from conformance.oracle.tolerance import partition_tolerance, tolerance, within
+from conformance.oracle.tolerance import (
+    partition_tolerance,
+    partitioned_full_tolerance,
+    partitioned_local_tolerance,
+    tolerance,
+    within,
+)
 from conformance.oracle.vocabulary import VALID, Mesh, parse_placements, value_error
 
 P = parse_placements
@@ -338,6 +344,73 @@ def test_the_partition_bound_holds_for_the_cancellation_a_correct_implementation
         assert within(got, oracle, partition_tolerance(xs, 3, 1))
     old_bound = 3 * torch.finfo(torch.float32).eps * oracle.double().abs()
     assert any(not within(got, oracle, old_bound) for got in _partitioned_sums(xs, (3,)))
+
+
+def _divided(x, sizes):
+    for k in sizes:
+        x = x / k
+    return x
+
+
+def _resums(x, sizes):
+    """``full_tensor()`` of ``x`` partitioned over ``sizes``: its equal pieces summed as a left
+    fold, as a tree of pairs, or in float64 rounded once (every order of equal pieces is one of
+    these shapes), for either dim order of the divisions."""
+    n = math.prod(sizes)
+    for dims in itertools.permutations(sizes):
+        piece = _divided(x, dims)
+        left = piece
+        for _ in range(n - 1):
+            left = left + piece
+        yield left
+        level = [piece] * n
+        while len(level) > 1:
+            level = [a + b for a, b in zip(level[::2], level[1::2], strict=False)] + (
+                [level[-1]] if len(level) % 2 else []
+            )
+        yield level[0]
+        yield (piece.double() * n).to(x.dtype)
+
+
+@pytest.mark.rules("DT-REDIST-5", "DT-REDIST-6", "DT-REDIST-8")
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from([torch.float32, torch.float64]),
+    st.integers(2, 4),
+    st.sampled_from([(3,), (5,), (2, 3), (6,), (7,)]),
+    st.data(),
+)
+def test_the_bounds_of_a_reduction_then_a_partition_admit_every_pair_of_evaluations(
+    dtype, parts_count, sizes, data
+):
+    """A P(sum) source reduced, then partitioned into P(sum) (``test_dt_redistribute``): any two
+    evaluations (every order and tree of the reduction, either dim order of the divisions, every
+    order of re-summing the pieces, float64 accumulation) are within the composed bounds of each
+    other, local and full, including values that cancel."""
+    values = st.floats(-1e3, 1e3, allow_subnormal=False, width=32)
+    parts = [torch.tensor([data.draw(values)], dtype=dtype) for _ in range(parts_count)]
+    reduced_bound = tolerance("sum", parts)
+    reductions = list(_orders("sum", parts))
+    oracle_local = _divided(reduce("sum", parts), sizes)
+    oracle_full = next(_resums(reduce("sum", parts), sizes))
+    local_bound = partitioned_local_tolerance(reduced_bound, oracle_local, sizes)
+    full_bound = partitioned_full_tolerance(reduced_bound, oracle_full, sizes)
+    for s in reductions:
+        for dims in itertools.permutations(sizes):
+            local = _divided(s, dims)
+            assert within(local, oracle_local, local_bound), (local, oracle_local, local_bound)
+        for full in _resums(s, sizes):
+            assert within(full, oracle_full, full_bound), (full, oracle_full, full_bound)
+
+
+def test_a_partition_of_an_exact_reduction_is_compared_exactly():
+    """Integer-valued parts reduce exactly in every order, so both sides divide the same value the
+    same way: the local bound is zero, and only the re-summed full value may round."""
+    parts = [torch.tensor([v], dtype=torch.float32) for v in (3.0, -7.0, 11.0)]
+    zero = tolerance("sum", parts)
+    local = _divided(reduce("sum", parts), (3,))
+    assert not partitioned_local_tolerance(zero, local, (3,)).any()
+    assert partitioned_full_tolerance(zero, local * 3, (3,)).any()
 
 
 @pytest.mark.rules("DT-REDIST-7", "DT-REDIST-9", "DT-REDIST-10", "DT-REDIST-11")

@@ -8,6 +8,7 @@ oracle's (``placements.reduce``), each computed in some order.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -73,6 +74,52 @@ def partition_tolerance(partitioned: Sequence[torch.Tensor], n: int, m: int) -> 
         return torch.zeros(partitioned[0].shape, dtype=torch.float64)
     magnitude = torch.stack([x.to(torch.float64).abs() for x in partitioned]).sum(0) / n
     return (n + m) * torch.finfo(dtype).eps * magnitude
+
+
+def _inexact_divisions(sizes: Sequence[int]) -> int:
+    """How many of the divisions by ``sizes`` can round: dividing by a power of two is exact
+    (barring underflow, which the suite's values never reach)."""
+    return sum(1 for k in sizes if k & (k - 1))
+
+
+def partitioned_local_tolerance(
+    reduced: torch.Tensor, moved: torch.Tensor, sizes: Sequence[int]
+) -> torch.Tensor:
+    """Element-wise bound on ``|l - l'|`` between two evaluations of a local tensor that a
+    redistribution reduced (two orders within ``reduced``, DT-REDIST-5; ``reduced`` sliced as the
+    local is) and then divided by the ``sizes`` of its new ``P(sum)`` dims (DT-REDIST-6).
+
+    With ``S`` and ``S'`` the two reductions and ``q`` the divisions that can round, each side
+    is ``S / k`` times at most ``q`` factors ``(1 + d)``, ``|d| <= eps / 2``, so
+    ``|l - l'| <= |S - S'| / k + q * eps / 2 * (|S| + |S'|) / k`` to first order, and
+    ``|S| / k <= |l'| + |S - S'| / k``: ``reduced + (q + 1) * eps * |l'|`` bounds it with room
+    for the second-order terms. Exact where every reduction is (``S == S'``, and both sides
+    divide the same value the same way, DT-REDIST-8)."""
+    if not bool(reduced.any()):
+        return reduced
+    q = _inexact_divisions(sizes)
+    return reduced + (q + 1) * torch.finfo(moved.dtype).eps * moved.to(torch.float64).abs()
+
+
+def partitioned_full_tolerance(
+    reduced: torch.Tensor, full: torch.Tensor, sizes: Sequence[int]
+) -> torch.Tensor:
+    """Element-wise bound on ``|s - s'|`` between two evaluations of ``full_tensor()`` after a
+    redistribution that reduced (two orders within ``reduced``) and then partitioned into
+    ``P(sum)`` over ``sizes`` (``n`` pieces over ``m`` dims), ``full`` being the oracle's.
+
+    Each side is its reduction ``S`` re-summed from its pieces: within
+    ``(n - 1 + m) * eps / 2 * |S|`` of ``S`` (DT-REDIST-8). So
+    ``|s - s'| <= |S - S'| + (n - 1 + m) * eps / 2 * (|S| + |S'|)``, and with
+    ``|S| <= |S'| + |S - S'|`` and ``|S'| <= |s'| (1 + O(eps))`` that is within
+    ``reduced * (1 + (n + m) * eps / 2)`` plus the partition bound of ``full``
+    (``partition_tolerance``, ``(n + m) * eps * |s'|``, whose extra ``eps * |s'|`` covers the
+    second-order terms). For ``n <= 2`` the pieces are exact halves and re-sum exactly."""
+    n, m = math.prod(sizes), len(sizes)
+    if not full.is_floating_point():
+        return torch.zeros(full.shape, dtype=torch.float64)
+    partition = partition_tolerance([full] * n, n, m) if m else torch.zeros_like(reduced)
+    return reduced * (1 + (n + m) * torch.finfo(full.dtype).eps / 2) + partition
 
 
 def within(actual: torch.Tensor, expected: torch.Tensor, bound: torch.Tensor) -> bool:

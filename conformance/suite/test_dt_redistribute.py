@@ -211,17 +211,14 @@ def test_partial_sources_reduce_and_partial_targets_partition(
     for rank, got in enumerate(values):
         where = f"rank {rank}"
         if rank in coords:
-            bound = local_tensor(reduced, mesh.shape, target, coords[rank])
-            bound = bound + 2 * eps * moved[rank].double().abs() * bool(reduced.any())
+            bound = tolerance.partitioned_local_tolerance(
+                local_tensor(reduced, mesh.shape, target, coords[rank]), moved[rank], new_partial
+            )
             if not tolerance.within(got["local"], moved[rank], bound):
                 judge.assert_tensor_exact(f"{where}: to_local()", got["local"], moved[rank],
                                           context, rule=transition)  # fmt: skip
             if full_ok:
-                value = full[rank].double().abs()
-                partition = tolerance.partition_tolerance([full[rank]] * n_new, n_new,
-                                                          len(new_partial))  # fmt: skip
-                bound = (reduced + partition
-                         + 2 * n_new * eps * value * bool(reduced.any()))  # fmt: skip
+                bound = tolerance.partitioned_full_tolerance(reduced, full[rank], new_partial)
                 if partial_op(target) == "avg" and eps:
                     bound = bound + tolerance.tolerance("avg", [full[rank]] * n_new)
                 if not tolerance.within(got["full"], full[rank], bound):
