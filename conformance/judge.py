@@ -19,8 +19,8 @@ import pytest
 import torch
 from hypothesis import assume, currently_in_test_context, reject
 
-from conformance import symptoms
-from conformance.oracle.vocabulary import Verdict
+from conformance import known_failures, symptoms
+from conformance.oracle.vocabulary import VALID, Verdict
 from conformance.report import NOT_CLAIMED
 from conformance.symptoms import Symptom
 from conformance.world import CaseResult, Raised, Returned, ledger
@@ -57,10 +57,7 @@ class KnownFailures:
 
     def covers(self, violated: tuple[str, ...], symptom: Symptom | None) -> bool:
         """Whether a failure of ``violated`` showing ``symptom`` is the known one."""
-        if not violated or not all(rule in self.expected for rule in violated):
-            return False
-        allowed = frozenset().union(*(self.expected[rule] for rule in violated))
-        return symptoms.matches(symptom, allowed)
+        return known_failures.covers(self.expected, violated, symptom)
 
 
 KNOWN = KnownFailures()
@@ -162,28 +159,38 @@ def _equal_with_nan(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def assert_pure_verdict(
-    call: Any, verdict: Verdict, context: str, *, rule: str | None = None
+    result: CaseResult, verdict: Verdict, context: str, *, rule: str | None = None
 ) -> Any:
-    """Run a pure adapter call; it must return when ``verdict`` is valid, else raise its type.
+    """Judge a pure call run in the sandbox (the ``pure`` fixture): it must return when
+    ``verdict`` is valid, else raise its type. Returns the value it returned.
 
-    A wrong error blames the verdict's rule. A valid input that was refused blames ``rule``, or
-    failing that the rule ids the refusal names (the rule it misapplied)."""
+    A wrong error blames the verdict's rule. A valid input that was refused, or a call that hung
+    or crashed, blames ``rule``, or failing that the rule ids a refusal names (the rule it
+    misapplied); an invalid input that hung or crashed blames the verdict's rule."""
     __tracebackhide__ = True
-    try:
-        value = call()
-    except Exception as exc:
-        raised = f"{type(exc).__name__}: {exc}"
-        symptom = symptoms.raises(type(exc).__name__)
-        if verdict.ok:
-            _fail("raised", raised, "a result", context, rule or _named_rule(str(exc)), symptom)
-        if not _is_a(type(exc), verdict.error):
+    (outcome,) = result.outcomes
+    if isinstance(outcome, Returned):
+        if not verdict.ok and not verdict.optional:
             expected = f"{verdict.error} ({verdict.rule})"
-            _fail("raised", raised, expected, context, verdict.rule, symptom)
-        return None
-    if not verdict.ok and not verdict.optional:
+            _fail("returned", outcome.value, expected, context, verdict.rule, symptoms.RETURNS)
+        return outcome.value
+    symptom = symptoms.without_ranks(symptoms.of_outcomes([outcome]))
+    if not isinstance(outcome, Raised):
+        fail(result.report(f"{context} gave no answer"), rule if verdict.ok else verdict.rule,
+             symptom)  # fmt: skip
+    raised = f"{outcome.type}: {outcome.message}"
+    if verdict.ok:
+        _fail("raised", raised, "a result", context, rule or _named_rule(outcome.message), symptom)
+    if not outcome.is_a(verdict.error or ""):
         expected = f"{verdict.error} ({verdict.rule})"
-        _fail("returned", value, expected, context, verdict.rule, symptoms.RETURNS)
-    return value
+        _fail("raised", raised, expected, context, verdict.rule, symptom)
+    return None
+
+
+def pure_value(result: CaseResult, context: str, *, rule: str | None = None) -> Any:
+    """The value of a pure call that must return (see ``assert_pure_verdict``)."""
+    __tracebackhide__ = True
+    return assert_pure_verdict(result, VALID, context, rule=rule)
 
 
 def assert_collective_verdict(
@@ -257,7 +264,3 @@ def _named_rule(message: str) -> str | None:
     """The rule id an implementation's message names, if exactly one (ERR-5)."""
     named = set(RULE_ID.findall(message))
     return named.pop() if len(named) == 1 else None
-
-
-def _is_a(cls: type, name: str | None) -> bool:
-    return any(base.__name__ == name for base in cls.__mro__)

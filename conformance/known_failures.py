@@ -5,23 +5,24 @@
         ST-GATHER-10: wrong value
         ST-GATHER-3: rank 0 raises IndexError, hangs
     conformance/suite/test_st_gather.py::test_gather_uneven   # reason, if not given above
-        whole test: raises RuntimeError, hangs
+        whole test
+        ST-GATHER-9: raises RuntimeError, hangs
 
-A test id line is followed by indented lines, each a rule id (or ``whole test``) and the symptom
-its failure shows (``conformance.symptoms``: which ranks raise which exception type, which hang,
-which return a wrong value). A failure of the same rule with a symptom the entry does not list
-is a new failure: an entry written for one bug never hides another.
+A test id line is followed by indented lines, each a rule id and the symptom its failure shows
+(``conformance.symptoms``: which ranks raise which exception type, which hang, which return a
+wrong value). A failure of another rule, or of a listed rule with a symptom the entry does not
+list, is a new failure: an entry written for one bug never hides another.
 
 A test id matches a test whose node id equals it or starts with it followed by ``[``, so one
 entry can cover every parametrisation. Ids that match no collected test are reported, since a
 stale entry would silently hide a fixed bug.
 
-``whole test`` makes the test a strict xfail: its first failure ends it, must show the symptom,
-and it must fail. Rule lines let the test go on: a failed check blamed on those rules only,
-with their symptom, is counted as a known failure of them and its example discarded, so the
-test still judges every other rule it cites (see ``judge.fail``). Use the rule form wherever the
-failure is quick; a known hang wants the test form, or every example that hangs costs a case
-timeout.
+A ``whole test`` line makes the test a strict xfail: its first failure ends it and must be one
+the entry lists, and the test must fail. Without it the test goes on: a failed check blamed on
+listed rules only, with their symptom, is counted as a known failure of them and its example
+discarded, so the test still judges every other rule it cites (see ``judge.fail``). Go on
+wherever the failure is quick; a known hang wants ``whole test``, or every example that hangs
+costs a case timeout.
 
 An implementation's behaviour changes between its releases, so its known failures are kept per
 release: ``xfails/<adapter>/<release>.txt`` (``xfails/torch/2.13.0.txt``), chosen by the release
@@ -33,6 +34,7 @@ unexpected passes, never hidden.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -45,18 +47,31 @@ WHOLE_TEST = "whole test"
 
 @dataclass(frozen=True)
 class XFail:
-    """One entry: ``symptoms`` maps each known-failing rule to what its failure shows (rule
-    form), or ``whole`` is the symptom of the test's first failure (test form)."""
+    """One entry: ``symptoms`` maps each known-failing rule to what its failure shows; ``whole``
+    makes the test a strict xfail that ends at its first failure."""
 
     test_id: str
     reason: str
     line: int
     symptoms: dict[str, Symptom] = field(default_factory=dict)
-    whole: Symptom | None = None
+    whole: bool = False
 
     @property
     def rules(self) -> tuple[str, ...]:
         return tuple(self.symptoms)
+
+    def covers(self, violated: tuple[str, ...], symptom: Symptom | None) -> bool:
+        return covers(self.symptoms, violated, symptom)
+
+
+def covers(
+    known: Mapping[str, Symptom], violated: tuple[str, ...], symptom: Symptom | None
+) -> bool:
+    """Whether a failure of the rules ``violated`` that showed ``symptom`` is a known one: every
+    rule is listed, and every behaviour it showed is listed for one of them."""
+    if not violated or not all(rule in known for rule in violated):
+        return False
+    return symptoms.matches(symptom, frozenset().union(*(known[rule] for rule in violated)))
 
 
 FOLDER = Path(__file__).parent / "xfails"
@@ -148,32 +163,30 @@ def parse(path: Path) -> list[XFail]:
 
 
 def _with_symptom(entry: XFail, text: str, where: str) -> XFail:
-    """``entry`` with one more indented line: ``<rule id>: <symptom>`` or ``whole test: ...``."""
+    """``entry`` with one more indented line: ``<rule id>: <symptom>`` or ``whole test``."""
+    if text == WHOLE_TEST:
+        if entry.whole:
+            raise ValueError(f"{where}: '{WHOLE_TEST}' given twice")
+        return replace(entry, whole=True)
     subject, colon, said = text.partition(":")
     subject = subject.strip()
-    if not colon or not (subject == WHOLE_TEST or RULE_ID.fullmatch(subject)):
-        raise ValueError(
-            f"{where}: {text!r} is not '<rule id>: <symptom>' or '{WHOLE_TEST}: <symptom>'"
-        )
+    if not colon or not RULE_ID.fullmatch(subject):
+        raise ValueError(f"{where}: {text!r} is not '<rule id>: <symptom>' or '{WHOLE_TEST}'")
     try:
         symptom = symptoms.parse(said.strip())
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
-    if subject == WHOLE_TEST:
-        if entry.whole is not None or entry.symptoms:
-            raise ValueError(f"{where}: '{WHOLE_TEST}' must be the entry's only symptom line")
-        return replace(entry, whole=symptom)
-    if entry.whole is not None or subject in entry.symptoms:
-        raise ValueError(f"{where}: {subject} given twice, or beside '{WHOLE_TEST}'")
+    if subject in entry.symptoms:
+        raise ValueError(f"{where}: {subject} given twice")
     return replace(entry, symptoms={**entry.symptoms, subject: symptom})
 
 
 def _check_complete(entries: list[XFail], path: Path) -> None:
     last = entries[-1] if entries else None
-    if last is not None and last.whole is None and not last.symptoms:
+    if last is not None and not last.symptoms:
         raise ValueError(
             f"{path}:{last.line}: xfail entry {last.test_id!r} gives no symptom: indent "
-            f"'<rule id>: <symptom>' lines, or one '{WHOLE_TEST}: <symptom>', below it"
+            "'<rule id>: <symptom>' lines below it"
         )
 
 

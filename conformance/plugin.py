@@ -7,7 +7,7 @@ import inspect
 import os
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,8 @@ from conformance.world import attach, harness, ledger
 from conformance.world.attach import AttachedWorld
 from conformance.world.backends import backend_named
 from conformance.world.harness import HarnessError
-from conformance.world.pool import World, WorldPool
+from conformance.world.pool import World, WorldPool, make_sandbox
+from conformance.world.protocol import Case, CaseResult
 
 profiles.register()
 
@@ -170,10 +171,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 class _AttachedPool:
-    """A pool over the launcher's one world: other sizes skip."""
+    """A pool over the launcher's one world: other sizes skip. Its sandbox is the driver's own
+    child, as off a launcher."""
 
-    def __init__(self, world: AttachedWorld) -> None:
+    def __init__(self, world: AttachedWorld, case_timeout_s: float) -> None:
         self.world = world
+        self.case_timeout_s = case_timeout_s
+        self._sandbox: World | None = None
+
+    def sandbox(self) -> World:
+        if self._sandbox is None:
+            self._sandbox = make_sandbox("fork", self.case_timeout_s)
+        return self._sandbox
 
     def get(self, world_size: int) -> World:
         if world_size != self.world.world_size:
@@ -182,13 +191,17 @@ class _AttachedPool:
 
     def close(self) -> None:
         """The launcher owns the world; ``python -m conformance run`` stops its ranks."""
+        if self._sandbox is not None:
+            self._sandbox.close()
 
 
 @pytest.fixture(scope="session")
 def world_pool(pytestconfig: pytest.Config) -> Iterator[WorldPool | _AttachedPool]:
     """Every world of this test session; closed (no rank left running) when the session ends."""
     if attach.CURRENT is not None:
-        yield _AttachedPool(attach.CURRENT)
+        pool = _AttachedPool(attach.CURRENT, pytestconfig.getoption("--case-timeout"))
+        yield pool
+        pool.close()
         return
     pool = WorldPool(
         pytestconfig.getoption("--backend"),
@@ -219,6 +232,19 @@ def world(world_pool: WorldPool | _AttachedPool, world_size: int, pytestconfig) 
     if reason and attach.CURRENT is None:
         pytest.skip(reason)
     return world_pool.get(world_size)
+
+
+@pytest.fixture
+def pure(world_pool: WorldPool | _AttachedPool, impl_name: str) -> Callable[..., CaseResult]:
+    """``pure(task, **args)`` runs ``conformance.tasks.pure:<task>`` with the implementation under
+    test in the sandbox, a child process with no process group: a pure call of the
+    implementation never runs in the driver, so its crash or hang is a failed case."""
+    sandbox = world_pool.sandbox()
+
+    def run(task: str, **args: Any) -> CaseResult:
+        return sandbox.run(Case(f"conformance.tasks.pure:{task}", {"impl": impl_name, **args}))
+
+    return run
 
 
 @pytest.fixture(scope="session")
@@ -256,7 +282,7 @@ def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> Non
     for item in items:
         for entry in entries:
             if known_failures.matches(entry, item.nodeid):
-                if entry.whole is None:
+                if not entry.whole:
                     known = dict(item.stash.get(_KNOWN_RULES, {}))
                     for rule, symptom in entry.symptoms.items():
                         known[rule] = known.get(rule, frozenset()) | symptom
@@ -324,14 +350,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     report.user_properties.append(("sizes_ran", ",".join(map(str, ran))))
     if call.excinfo is None:
         return
-    harness_errors = _harness_errors(call.excinfo.value)
-    if harness_errors:
-        # Not a verdict: neither a conformance failure nor the known failure it may look like.
+    judges = "impl" in getattr(item, "fixturenames", ())
+    no_verdict = _no_verdict(call.excinfo.value, judges)
+    if no_verdict:
+        # Neither a conformance failure nor the known failure it may look like.
         report.outcome = "failed"
         if hasattr(report, "wasxfail"):
             del report.wasxfail
-        first_line = str(harness_errors[0]).splitlines()[0]
-        report.user_properties.append(("harness_error", first_line))
+        report.user_properties.append(("no_verdict", no_verdict))
         return
     entry = item.stash.get(_EXPECTED_TO_FAIL, None)
     if entry is not None and hasattr(report, "wasxfail"):
@@ -354,21 +380,23 @@ def _unless_the_known_symptom(
     report: pytest.TestReport, entry: known_failures.XFail, exc: BaseException, config
 ) -> None:
     """A test that is a known failure as a whole still fails unless its failure is a check's
-    (``judge.fail``) and shows the symptom its entry lists: an error of the suite, or another
+    (``judge.fail``) that its entry lists, rule and symptom: an error of the suite, or another
     bug of the implementation, is never taken for the known one."""
     checks = [leaf for leaf in _leaves(exc) if hasattr(leaf, "violated")]
-    seen = [getattr(leaf, "symptom", None) for leaf in checks]
-    allowed = entry.whole or frozenset()
-    if checks and all(symptoms.matches(s, allowed) for s in seen):
+    seen = [(leaf.violated, getattr(leaf, "symptom", None)) for leaf in checks]
+    if checks and all(entry.covers(violated, symptom) for violated, symptom in seen):
         return
-    shown = "; ".join(symptoms.render(s) if s else "no symptom" for s in seen)
-    why = f"it shows {shown}" if checks else f"it is not a failed check ({type(exc).__name__})"
+    shown = "; ".join(
+        f"{', '.join(violated) or 'no rule'} ({symptoms.render(symptom or ())})"
+        for violated, symptom in seen
+    )
+    why = f"it fails {shown}" if checks else f"it is not a failed check ({type(exc).__name__})"
+    listed = "; ".join(f"{rule} ({symptoms.render(s)})" for rule, s in entry.symptoms.items())
     del report.wasxfail
     report.outcome = "failed"
     report.longrepr = (
         f"shardspec: a new failure: {config.getoption('--xfails')}:{entry.line} lists "
-        f"{entry.test_id} as failing with '{symptoms.render(allowed)}', but {why}\n\n"
-        f"{report.longrepr}"
+        f"{entry.test_id} as failing {listed}, but {why}\n\n{report.longrepr}"
     )
 
 
@@ -387,8 +415,28 @@ def _violated(exc: BaseException) -> Iterator[str]:
         yield from getattr(leaf, "violated", ())
 
 
-def _harness_errors(exc: BaseException) -> list[BaseException]:
-    return [leaf for leaf in _leaves(exc) if isinstance(leaf, HarnessError)]
+# How a test ends without a failure: skipped (a capability not claimed), a known failure met.
+_NOT_FAILURES = (pytest.skip.Exception, pytest.xfail.Exception, pytest.exit.Exception)
+
+
+def _no_verdict(exc: BaseException, judges: bool) -> str | None:
+    """Why a test's end is no verdict on the implementation, if it is none: a harness or
+    environment error (``conformance.world.harness``), or, in a test that judges an
+    implementation (it takes ``impl``), an exception that no check raised. The implementation
+    never runs in the driver (pure calls run in the sandbox), so such an exception is the
+    suite's own error, or a result the suite cannot read; either way the rules were not
+    judged."""
+    leaves = list(_leaves(exc))
+    harness = [leaf for leaf in leaves if isinstance(leaf, HarnessError)]
+    if harness:
+        return "harness or environment error: " + str(harness[0]).splitlines()[0]
+    checks = any(hasattr(leaf, "violated") for leaf in leaves)
+    if not judges or checks or isinstance(exc, _NOT_FAILURES):
+        return None
+    if isinstance(exc, Unsatisfiable) and judge.KNOWN.seen:
+        return None  # every example met a known failure (see below)
+    first_line = (str(exc).splitlines() or [""])[0]
+    return f"suite error (no check failed): {type(exc).__name__}: {first_line}"
 
 
 def _failure_sizes(exc: BaseException) -> set[int]:
@@ -429,7 +477,7 @@ class _RuleResults:
         self.known_seen: dict[str, set[str]] = {}
         self.collected = 0
         self.finished: set[str] = set()
-        self.harness_errors: list[str] = []
+        self.not_judged: list[str] = []
         self.session: pytest.Session | None = None
         self.interrupted = False
 
@@ -450,7 +498,7 @@ class _RuleResults:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """A run that met a harness or environment error ends as an error, whatever else it
         judged (``conformance.world.harness``)."""
-        if self.harness_errors and session.exitstatus in (0, 1):
+        if self.not_judged and session.exitstatus in (0, 1):
             session.exitstatus = harness.EXIT_CODE
 
     def incomplete(self) -> str | None:
@@ -477,9 +525,10 @@ class _RuleResults:
         verdict = rule_report.verdict_of(report.outcome, hasattr(report, "wasxfail"), reason)
         if report.failed and str(report.longrepr).startswith("[XPASS(strict)]"):
             verdict = "xpass"  # a known failure that no longer fails: fixed, or never drawn
-        if "harness_error" in properties:
+        if "no_verdict" in properties:
             verdict = rule_report.ERROR
-            self.harness_errors.append(f"{report.nodeid}: {properties['harness_error']}")
+            kind, _, why = properties["no_verdict"].partition(": ")
+            self.not_judged.append(f"{kind}: {report.nodeid}: {why}")
         violated = [r for r in properties.get("violated", "").split(",") if r in self.known]
         known = [r for r in properties.get("known", "").split(",") if r in self.known]
         self.known_seen.setdefault(report.nodeid, set()).update(known)
@@ -493,8 +542,8 @@ class _RuleResults:
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         self._report_unmet_known_failures(terminalreporter)
-        for line in self.harness_errors:
-            terminalreporter.write_line(f"shardspec: harness or environment error: {line}")
+        for line in self.not_judged:
+            terminalreporter.write_line(f"shardspec: {line}")
         incomplete = self.incomplete()
         if not self.table.cells and not incomplete:
             return
@@ -530,6 +579,8 @@ class _RuleResults:
         path = self.config.getoption("--xfails")
         unmet_entries = 0
         for entry in self.config.stash[_XFAILS]:
+            if entry.whole:
+                continue  # a strict xfail: a test that no longer fails says so itself (XPASS)
             ran = [n for n in self.known_seen if known_failures.matches(entry, n)]
             met = set().union(*(self.known_seen[n] for n in ran))
             unmet = [r for r in entry.rules if r not in met]

@@ -69,6 +69,11 @@ def of_outcomes(outcomes: Iterable[Outcome]) -> Symptom:
     return frozenset(_behaviour(o) for o in outcomes)
 
 
+def without_ranks(symptom: Symptom) -> Symptom:
+    """The behaviours of a call that has no ranks (a pure call in the sandbox)."""
+    return frozenset(Behaviour(b.kind, b.error) for b in symptom)
+
+
 def _behaviour(outcome: Outcome) -> Behaviour:
     if isinstance(outcome, Raised):
         return Behaviour("raises", outcome.type, outcome.rank)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import torch
 
 from conformance.adapters.reference import ReferenceAdapter
@@ -75,3 +79,44 @@ GATHER_DROPS_LAST = GatherDropsTheLastShard()
 TOUCHING_OVERLAP = TouchingBoxesOverlap()
 LOSES_PRECISION = RedistributeLosesPrecision()
 NO_RULE_IDS = MessagesWithoutRuleIds()
+
+
+class LayoutCrashesTheProcess(ReferenceAdapter):
+    """A pure call that kills its process (a segfault in native code, say)."""
+
+    def dt_local_shape_and_offset(self, global_shape, mesh_shape, placements, coordinate):
+        if list(global_shape) == [2] and list(coordinate) == [3]:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return super().dt_local_shape_and_offset(global_shape, mesh_shape, placements, coordinate)
+
+
+class ValidateHangs(ReferenceAdapter):
+    """A pure call that never returns (a lock never released, an endless loop)."""
+
+    def st_validate(self, shards, global_shape):
+        if list(global_shape) == [4] and len(shards) == 3:
+            time.sleep(3600)
+        return super().st_validate(shards, global_shape)
+
+
+class EveryLayoutCrashes(ReferenceAdapter):
+    def dt_local_shape_and_offset(self, global_shape, mesh_shape, placements, coordinate):
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+
+class GatherFailsOnce(ReferenceAdapter):
+    """A fault that fires once in a whole run (a race, a flaky link): the first gather on rank 0
+    raises; the file named by ``SHARDSPEC_PLANTED_FLAG`` records that it fired."""
+
+    def st_gather(self, st, dst, out):
+        flag = os.environ["SHARDSPEC_PLANTED_FLAG"]
+        if torch.distributed.get_rank() == 0 and not os.path.exists(flag):
+            open(flag, "w").close()
+            raise RuntimeError("planted: fires once")
+        return super().st_gather(st, dst, out)
+
+
+LAYOUT_CRASHES = LayoutCrashesTheProcess()
+GATHER_FAILS_ONCE = GatherFailsOnce()
+EVERY_LAYOUT_CRASHES = EveryLayoutCrashes()
+VALIDATE_HANGS = ValidateHangs()

@@ -46,9 +46,9 @@ def object_collective_without_numpy(ctx):
     [
         "",
         "test_inner.py::test_a_rank_misses_a_module  # known\n"
-        "    whole test: raises ModuleNotFoundError\n"
+        "    whole test\n    ST-SPEC-1: raises ModuleNotFoundError\n"
         "test_inner.py::test_a_rank_misses_numpy  # known\n"
-        "    whole test: raises RuntimeError\n",
+        "    whole test\n    ST-SPEC-2: raises RuntimeError\n",
         "test_inner.py::test_a_rank_misses_a_module  # known\n"
         "    ST-SPEC-1: raises ModuleNotFoundError\n"
         "test_inner.py::test_a_rank_misses_numpy  # known\n"

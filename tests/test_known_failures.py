@@ -126,7 +126,7 @@ def test_a_release_without_its_own_file_runs_with_the_older_one_and_reports_the_
     pytester.mkdir("xfails/fake")
     pytester.path.joinpath("xfails/fake/9.0.0.txt").write_text(
         "test_inner.py::test_fixed_in_this_release  # broken in 9.0.0\n"
-        "    whole test: wrong value\n"
+        "    whole test\n    ST-SPEC-1: wrong value\n"
         "test_inner.py::test_still_broken  # broken in 9.0.0\n"
         "    ST-SPEC-2: wrong value\n"
     )

@@ -70,11 +70,11 @@ def test_known_failures_are_strict_xfails_and_stale_entries_are_reported(inner):
     inner.path.joinpath("xfails.txt").write_text(
         "# planted failure (https://example.invalid/issue/1)\n"
         "test_inner.py::test_fails\n"
-        "    whole test: raises ValueError, returns\n"
+        "    whole test\n    ST-GATHER-1: raises ValueError, returns\n"
         "test_inner.py::test_sum[ws1]   # listed, but it passes: strict xfail fails\n"
-        "    whole test: wrong value\n"
+        "    whole test\n    ST-GATHER-1: wrong value\n"
         "test_inner.py::test_gone       # matches nothing\n"
-        "    whole test: wrong value\n"
+        "    whole test\n    ST-GATHER-1: wrong value\n"
     )
     result = run(
         inner, "--world-sizes", "1,2", "--impl", "my_adapter:ADAPTER", "--xfails", "xfails.txt"
@@ -88,9 +88,9 @@ def test_known_failures_are_strict_xfails_and_stale_entries_are_reported(inner):
 def test_a_reason_may_span_several_comment_lines(tmp_path):
     path = tmp_path / "xfails.txt"
     path.write_text(
-        "# RULE-1: the first line\n#   and the second\na::one\n  whole test: hangs\n"
-        "a::two\n  whole test: hangs\n"
-        "# RULE-2: own reason\na::three\n  whole test: hangs\n"
+        "# RULE-1: the first line\n#   and the second\na::one\n  ST-SPEC-1: hangs\n"
+        "a::two\n  ST-SPEC-1: hangs\n"
+        "# RULE-2: own reason\na::three\n  ST-SPEC-1: hangs\n"
     )
     reasons = [(e.test_id, e.reason) for e in known_failures.parse(path)]
     assert reasons == [
@@ -102,7 +102,7 @@ def test_a_reason_may_span_several_comment_lines(tmp_path):
 
 def test_an_xfail_entry_without_a_reason_is_refused(inner):
     inner.path.joinpath("xfails.txt").write_text(
-        "test_inner.py::test_fails\n    whole test: raises ValueError\n"
+        "test_inner.py::test_fails\n    ST-GATHER-1: raises ValueError\n"
     )
     result = run(inner, "--xfails", "xfails.txt", "--impl", "my_adapter:ADAPTER")
     assert result.ret != 0
@@ -226,7 +226,7 @@ def test_a_known_failing_property_is_not_shrunk(pytester):
         """
     )
     pytester.path.joinpath("xfails.txt").write_text(
-        "test_shrink.py::test_big_numbers_fail  # r\n    whole test: wrong value\n"
+        "test_shrink.py::test_big_numbers_fail  # r\n    whole test\n    ST-SPEC-1: wrong value\n"
     )
     result = run(pytester, "--xfails", "xfails.txt")
     result.assert_outcomes(xfailed=1)

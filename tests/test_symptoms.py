@@ -72,7 +72,9 @@ def test_a_failure_without_a_symptom_matches_no_entry():
     assert not symptoms.matches(frozenset(), everything)
 
 
-def test_an_entry_gives_each_rule_its_symptom_or_the_whole_test_one(tmp_path):
+def test_an_entry_gives_each_rule_its_symptom_and_may_stop_the_test_at_its_first_failure(
+    tmp_path,
+):
     path = tmp_path / "xfails.txt"
     path.write_text(
         "# ST-VALID-8: rank 1 raises, rank 0 hangs\n"
@@ -80,29 +82,32 @@ def test_an_entry_gives_each_rule_its_symptom_or_the_whole_test_one(tmp_path):
         "    ST-VALID-8: raises ValueError, hangs\n"
         "    ST-VALID-9: wrong value\n"
         "a.py::test_two  # own reason\n"
-        "    whole test: rank 0 raises IndexError, hangs\n"
+        "    whole test\n"
+        "    ST-GATHER-9: rank 0 raises IndexError, hangs\n"
     )
     one, two = known_failures.parse(path)
     assert one.rules == ("ST-VALID-8", "ST-VALID-9")
     assert one.symptoms["ST-VALID-8"] == symptoms.parse("raises ValueError, hangs")
-    assert one.whole is None
-    assert (two.reason, two.rules) == ("own reason", ())
-    assert two.whole == symptoms.parse("rank 0 raises IndexError, hangs")
+    assert not one.whole
+    assert (two.reason, two.rules, two.whole) == ("own reason", ("ST-GATHER-9",), True)
+    assert two.symptoms["ST-GATHER-9"] == symptoms.parse("rank 0 raises IndexError, hangs")
 
 
 MALFORMED = {
     "none": ("# r\na.py::t\n", "xfails.txt:2: xfail entry 'a.py::t' gives no symptom"),
-    "none-then-another": ("# r\na.py::t\n# next\nb.py::u\n  whole test: hangs\n",
+    "none-then-another": ("# r\na.py::t\n# next\nb.py::u\n  ST-SPEC-2: hangs\n",
                           "xfails.txt:2: xfail entry 'a.py::t' gives no symptom"),
+    "whole-test-alone": ("# r\na.py::t\n  whole test\n",
+                         "xfails.txt:2: xfail entry 'a.py::t' gives no symptom"),
     "inline-rules": ("# r\na.py::t ST-SPEC-2\n",
                      "xfails.txt:2: ['ST-SPEC-2'] after 'a.py::t': rules and their symptoms"),
     "no-colon": ("# r\na.py::t\n  ST-SPEC-2 raises X\n", "xfails.txt:3: 'ST-SPEC-2 raises X' is"),
     "bad-term": ("# r\na.py::t\n  ST-SPEC-2: raised X\n", "xfails.txt:3: 'raised X' is not a"),
-    "mixed": ("# r\na.py::t\n  ST-SPEC-2: hangs\n  whole test: hangs\n",
-              "xfails.txt:4: 'whole test' must be the entry's only symptom line"),
+    "whole-test-symptom": ("# r\na.py::t\n  ST-SPEC-2: hangs\n  whole test: hangs\n",
+                           "xfails.txt:4: 'whole test: hangs' is not '<rule id>: <symptom>'"),
     "twice": ("# r\na.py::t\n  ST-SPEC-2: hangs\n  ST-SPEC-2: dies\n",
               "xfails.txt:4: ST-SPEC-2 given twice"),
-    "orphan": ("  whole test: hangs\n", "xfails.txt:1: a symptom line before any test id"),
+    "orphan": ("  ST-SPEC-2: hangs\n", "xfails.txt:1: a symptom line before any test id"),
 }  # fmt: skip
 
 
@@ -140,7 +145,7 @@ def test_whole_form(world):
     judge.all_returned(world.run(Case("tasks:raise_on_last", {"error": ERROR})), rule="ST-SPEC-1")
 
 @pytest.mark.rules("ST-SPEC-2")
-def test_whole_form_broken_by_the_suite(world):
+def test_whole_form_broken_by_the_suite(world, impl):
     {}["the suite's own bug"]
 """
 
@@ -148,9 +153,11 @@ ENTRIES = """# planted: the last rank raises ValueError
 test_planted.py::test_rule_form
     ST-GATHER-1: raises ValueError, returns
 test_planted.py::test_whole_form
-    whole test: raises ValueError, returns
+    whole test
+    ST-SPEC-1: raises ValueError, returns
 test_planted.py::test_whole_form_broken_by_the_suite
-    whole test: raises KeyError
+    whole test
+    ST-SPEC-2: raises KeyError
 """
 
 
@@ -170,12 +177,14 @@ def run_planted(pytester: pytest.Pytester, error: str) -> tuple[pytest.RunResult
 def test_a_planted_failure_with_the_listed_symptom_is_the_known_failure(pytester):
     result, table = run_planted(pytester, "ValueError")
     result.assert_outcomes(xfailed=2, failed=1)
+    # The suite's own error is no verdict, whatever an entry lists: the run ends as an error.
+    assert result.ret == 3
     assert table == {"ST-GATHER-1": "xfail", "ST-GATHER-2": "blocked", "ST-SPEC-1": "xfail",
-                     "ST-SPEC-2": "fail"}  # fmt: skip
+                     "ST-SPEC-2": "error"}  # fmt: skip
     result.stdout.fnmatch_lines(
         [
-            "*a new failure: xfails.txt:6 lists test_planted.py::test_whole_form_broken_by_the_"
-            "suite as failing with 'raises KeyError', but it is not a failed check (KeyError)*"
+            "shardspec: suite error (no check failed): test_planted.py::test_whole_form_broken_by"
+            "_the_suite[[]ws2[]]: KeyError: *the suite's own bug*"
         ]
     )
 
@@ -184,11 +193,12 @@ def test_the_same_rule_failing_with_another_symptom_is_a_new_failure(pytester):
     result, table = run_planted(pytester, "IndexError")
     result.assert_outcomes(failed=3)
     assert table == {"ST-GATHER-1": "fail", "ST-GATHER-2": "blocked", "ST-SPEC-1": "fail",
-                     "ST-SPEC-2": "fail"}  # fmt: skip
+                     "ST-SPEC-2": "error"}  # fmt: skip
     result.stdout.fnmatch_lines(
         [
             "*symptom: rank 0 returns, rank 1 raises IndexError*",
-            "*a new failure: xfails.txt:4 lists test_planted.py::test_whole_form as failing with"
-            " 'raises ValueError, returns', but it shows rank 0 returns, rank 1 raises IndexError*",
+            "*a new failure: xfails.txt:4 lists test_planted.py::test_whole_form as failing"
+            " ST-SPEC-1 (raises ValueError, returns), but it fails ST-SPEC-1 (rank 0 returns,"
+            " rank 1 raises IndexError)*",
         ]
     )

@@ -116,3 +116,7 @@ def traced(ctx: RankContext) -> bool:
     monitoring = getattr(sys, "monitoring", None)
     tools = [t for t in range(6) if monitoring and monitoring.get_tool(t) is not None]
     return sys.gettrace() is not None or bool(tools)
+
+
+def has_process_group(ctx: RankContext) -> bool:
+    return dist.is_available() and dist.is_initialized()

@@ -5,9 +5,10 @@ placement strings, shard dicts, plain shapes) into the implementation's own type
 declares which capabilities it claims. It holds no logic of its own; a rule the implementation
 breaks must not be papered over here.
 
-Methods run on the ranks of a world (inside a case), except the ones marked *pure*, which the
-suite may also call in the driver or from fixtures with no process group. A method signals the
-implementation's verdict by raising its exception unchanged: the suite judges the type.
+Methods run on the ranks of a world (inside a case), except the ones marked *pure*, which run in
+the sandbox, a child process with no process group (``conformance.tasks.pure``). A method
+signals the implementation's verdict by raising its exception unchanged: the suite judges the
+type.
 
 Rules an adapter does not claim (see ``CAPABILITIES``) are reported as "not claimed", not failed.
 """

@@ -1,4 +1,5 @@
-"""spec/interop.md: a DTensor's layout as ShardedTensor boxes (pure, no process group)."""
+"""spec/interop.md: a DTensor's layout as ShardedTensor boxes (pure: in the sandbox, which has no
+process group)."""
 
 from __future__ import annotations
 
@@ -27,15 +28,15 @@ def _non_empty(boxes: list[dict]) -> list[dict]:
     return [b for b in boxes if all(b["sizes"])]
 
 
-def convert(impl, shape, mesh_shape, ranks, placements):
-    return lambda: impl.dt_to_sharded_metadata(shape, "float32", mesh_shape, ranks, placements,
-                                               "cpu")  # fmt: skip
+def convert(pure, shape, mesh_shape, ranks, placements):
+    return pure("to_sharded_metadata", shape=shape, mesh_shape=mesh_shape, ranks=ranks,
+                placements=placements)  # fmt: skip
 
 
 @pytest.mark.rules("INTEROP-1", "INTEROP-2", "INTEROP-3", "INTEROP-5", "INTEROP-6", "INTEROP-7")
 @given(layout=layouts())
-def test_one_box_per_canonical_coordinate_or_value_error(impl, layout):
-    """Runs in the driver, where no process group exists (INTEROP-7)."""
+def test_one_box_per_canonical_coordinate_or_value_error(impl, pure, layout):
+    """Runs in the sandbox, where no process group exists (INTEROP-7)."""
     judge.requires(impl, "dtensor", "interop")
     shape, mesh_shape, ranks, placements = layout
     if any(p.startswith("_S") for p in placements):
@@ -43,7 +44,7 @@ def test_one_box_per_canonical_coordinate_or_value_error(impl, layout):
     parsed = parse_placements(placements)
     context = f"to_sharded_metadata({shape}, mesh={mesh_shape} {ranks}, {placements})"
     verdict = oracle.to_sharded_metadata_verdict(shape, mesh_shape, parsed)
-    boxes = judge.assert_pure_verdict(convert(impl, shape, mesh_shape, ranks, placements),
+    boxes = judge.assert_pure_verdict(convert(pure, shape, mesh_shape, ranks, placements),
                                       verdict, context, rule="INTEROP-1")  # fmt: skip
     if not verdict.ok:
         return
@@ -59,12 +60,13 @@ def test_one_box_per_canonical_coordinate_or_value_error(impl, layout):
 
 @pytest.mark.rules("INTEROP-4")
 @given(shape=ss.shapes(min_dims=1), k=st.integers(1, 8), data=st.data())
-def test_a_1d_mesh_gives_the_non_empty_boxes_of_chunk_sharding_spec(impl, shape, k, data):
+def test_a_1d_mesh_gives_the_non_empty_boxes_of_chunk_sharding_spec(impl, pure, shape, k, data):
     judge.requires(impl, "dtensor", "interop")
     d = data.draw(st.integers(-len(shape), len(shape) - 1))
     ranks = data.draw(st.permutations(range(k)))
-    boxes = impl.dt_to_sharded_metadata(shape, "float32", [k], ranks, [f"S({d})"], "cpu")
+    context = f"shape={shape}, mesh={ranks}, [S({d})]"
+    made = convert(pure, shape, [k], list(ranks), [f"S({d})"])
+    boxes = judge.pure_value(made, context, rule="INTEROP-4")
     spec = ChunkSpec(d, tuple(f"rank:{r}/cpu" for r in ranks))
     chunks = [s.to_json() for s in chunk_shards(shape, spec) if s.volume]
-    judge.assert_equal("non-empty boxes", _non_empty(boxes), chunks,
-                       f"shape={shape}, mesh={ranks}, [S({d})]", rule="INTEROP-4")  # fmt: skip
+    judge.assert_equal("non-empty boxes", _non_empty(boxes), chunks, context, rule="INTEROP-4")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -37,14 +36,17 @@ def chunk_specs(draw):
     "ST-SPEC-10",
 )  # fmt: skip
 @given(spec=chunk_specs())
-def test_chunk_metadata_of_any_size_dim_and_placements(impl, spec):
+def test_chunk_metadata_of_any_size_dim_and_placements(impl, pure, spec):
     judge.requires(impl, "sharded_tensor")
     shape, dim, placements = spec
     context = f"ChunkShardingSpec(dim={dim}, {placements}).build_metadata({shape})"
     oracle_spec = ChunkSpec(dim, tuple(placements))
     verdict = build_metadata_verdict(oracle_spec, shape)
     actual = judge.assert_pure_verdict(
-        lambda: impl.st_chunk_metadata(shape, dim, placements), verdict, context, rule="ST-SPEC-1"
+        pure("chunk_metadata", shape=shape, dim=dim, placements=placements),
+        verdict,
+        context,
+        rule="ST-SPEC-1",
     )
     if verdict == VALID:
         expected = [
@@ -53,7 +55,11 @@ def test_chunk_metadata_of_any_size_dim_and_placements(impl, spec):
         ]
         rule = _chunk_rule(actual, expected, dim % len(shape))
         judge.assert_equal("shards", actual, expected, context, rule=rule)
-        again = impl.st_chunk_metadata(shape, dim, placements)
+        again = judge.pure_value(
+            pure("chunk_metadata", shape=shape, dim=dim, placements=placements),
+            context,
+            rule="ST-SPEC-10",
+        )
         judge.assert_equal("shards of a second call", again, actual, context, rule="ST-SPEC-10")
 
 
@@ -74,23 +80,16 @@ def _differs_only_in(key: str, actual, expected: dict) -> bool:
     return isinstance(actual, dict) and actual == {**expected, key: actual.get(key)}
 
 
-def _props(api):
-    return api.TensorProperties(dtype=torch.float32)
-
-
 @pytest.mark.rules("ST-SPEC-7", "ST-SPEC-8", "ERR-1", "ERR-2")
 @pytest.mark.parametrize(
     ("dim", "placements"),
     [(0.0, ["rank:0/cpu"]), ("x", ["rank:0/cpu"]), (True, ["rank:0/cpu"]), (0, []), (1, [])],
 )
-def test_chunk_spec_needs_an_int_dim_and_placements(impl, dim, placements):
+def test_chunk_spec_needs_an_int_dim_and_placements(impl, pure, dim, placements):
     judge.requires(impl, "sharded_tensor")
-    api = impl.st_api()
     verdict = chunk_spec_verdict(dim, placements)
     judge.assert_pure_verdict(
-        lambda: api.ChunkShardingSpec(dim, placements).build_metadata(
-            torch.Size([4, 4]), _props(api)
-        ),
+        pure("chunk_spec_build", dim=dim, placements=placements),
         verdict,
         f"ChunkShardingSpec({dim!r}, {placements}).build_metadata((4, 4))",
     )
@@ -122,31 +121,30 @@ def enumerable_shards(draw):
 
 @pytest.mark.rules("ST-SPEC-11", "ST-SPEC-12", "ERR-1", "ERR-11")
 @given(case=enumerable_shards())
-def test_enumerable_spec_builds_exactly_the_tilings_in_the_given_order(impl, case):
+def test_enumerable_spec_builds_exactly_the_tilings_in_the_given_order(impl, pure, case):
     judge.requires(impl, "sharded_tensor")
-    api = impl.st_api()
     shape, shards = case
     context = f"EnumerableShardingSpec({[str(s) for s in shards]}).build_metadata({shape})"
-    made = [api.ShardMetadata(list(s.offsets), list(s.sizes), s.placement) for s in shards]
+    boxes = [[list(s.offsets), list(s.sizes), s.placement] for s in shards]
     verdict = enumerable_spec_verdict(shards)
-    spec = judge.assert_pure_verdict(
-        lambda: api.EnumerableShardingSpec(made), verdict, context, rule="ST-SPEC-11"
-    )
+    judge.assert_pure_verdict(pure("enumerable_spec", boxes=boxes), verdict, context,
+                              rule="ST-SPEC-11")  # fmt: skip
     if not verdict.ok:
         return
     verdict = build_metadata_verdict(EnumerableSpec(tuple(shards)), shape)
-    props = _props(api)
-    built = judge.assert_pure_verdict(
-        lambda: spec.build_metadata(torch.Size(shape), props), verdict, context, rule="ST-SPEC-12"
-    )
+    built = judge.assert_pure_verdict(pure("enumerable_spec_build", boxes=boxes, shape=shape),
+                                      verdict, context, rule="ST-SPEC-12")  # fmt: skip
     if verdict.ok:
-        judge.assert_equal(
-            "shards_metadata", list(built.shards_metadata), made, context, rule="ST-SPEC-12"
-        )
-        judge.assert_equal("size", built.size, torch.Size(shape), context, rule="ST-SPEC-12")
-        judge.assert_equal(
-            "tensor_properties", built.tensor_properties, props, context, rule="ST-SPEC-12"
-        )
+        _assert_built_as_given(built, shape, context)
+
+
+def _assert_built_as_given(built: dict, shape: list[int], context: str) -> None:
+    """``build_metadata`` keeps the spec's shards in order, the size and the properties."""
+    judge.assert_equal("shards_metadata is the spec's", built["shards_as_given"], True,
+                       f"{context}: {built['shards']}", rule="ST-SPEC-12")  # fmt: skip
+    judge.assert_equal("size", built["size"], list(shape), context, rule="ST-SPEC-12")
+    judge.assert_equal("tensor_properties are the ones given", built["properties_as_given"], True,
+                       context, rule="ST-SPEC-12")  # fmt: skip
 
 
 @st.composite
@@ -172,27 +170,20 @@ def rankless_specs(draw, world_sizes: list[int]):
 @pytest.mark.rules("ST-SPEC-12", "ST-VALID-13", "ERR-6")
 @given(data=st.data())
 def test_a_spec_whose_placements_name_no_rank_builds_metadata_but_no_tensor(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, impl_name, pure, world_pool, available_world_sizes, data
 ):
     """``build_metadata`` checks no placements (ST-SPEC-12); ``zeros`` of that spec raises on
     every rank: ValueError for a bare device, NotImplementedError (or a tensor, where worker
     names are supported) for a worker (ST-VALID-13)."""
     judge.requires(impl, "sharded_tensor")
     world_size, shape, boxes = data.draw(rankless_specs(available_world_sizes))
-    api = impl.st_api()
-    placed = [(o, s, p if isinstance(p, str) else f"rank:{p}/cpu") for o, s, p in boxes]
+    placed = [[o, s, p if isinstance(p, str) else f"rank:{p}/cpu"] for o, s, p in boxes]
     shards = tuple(ShardMeta(tuple(o), tuple(s), p) for o, s, p in placed)
-    made = [api.ShardMetadata(o, s, p) for o, s, p in placed]
     context = f"EnumerableShardingSpec({[str(s) for s in shards]}).build_metadata({shape})"
     verdict = build_metadata_verdict(EnumerableSpec(shards), shape)
-    built = judge.assert_pure_verdict(
-        lambda: api.EnumerableShardingSpec(made).build_metadata(torch.Size(shape), _props(api)),
-        verdict,
-        context,
-        rule="ST-SPEC-12",
-    )
-    judge.assert_equal("shards_metadata", list(built.shards_metadata), made, context,
-                       rule="ST-SPEC-12")  # fmt: skip
+    built = judge.assert_pure_verdict(pure("enumerable_spec_build", boxes=placed, shape=shape),
+                                      verdict, context, rule="ST-SPEC-12")  # fmt: skip
+    _assert_built_as_given(built, shape, context)
     group = list(range(world_size))
     options = {"dtype": None, "requires_grad": False}
     args = {"fill": "zeros", "spec_by_rank": [{"boxes": boxes}] * world_size,

@@ -67,9 +67,9 @@ def _rank_main(
     conn: Connection,
     inherited: list[Connection],
     log_path: str,
-    pg_timeout_s: float,
+    pg_timeout_s: float | None,
 ) -> None:
-    """Entry point of a local rank process."""
+    """Entry point of a local rank process; ``pg_timeout_s=None``: a sandbox, with no group."""
     for other in inherited:
         other.close()
     _redirect_output(log_path)
@@ -81,7 +81,9 @@ def _rank_main(
     os.environ["GLOO_SOCKET_IFNAME"] = _loopback_interface()
     backend = backend_named(backend_name)
     try:
-        init_group(backend, rank, world_size, dist.FileStore(store_path, world_size), pg_timeout_s)
+        if pg_timeout_s is not None:
+            store = dist.FileStore(store_path, world_size)
+            init_group(backend, rank, world_size, store, pg_timeout_s)
     except Exception:
         conn.send_bytes(pickle.dumps(("init-error", traceback.format_exc())))
         return
@@ -141,6 +143,10 @@ class LocalWorld:
 
     ``case_timeout_s`` bounds a case; once any rank has raised or died, the others get
     ``grace_s`` more to answer (they are usually stuck in a collective the failed rank left).
+
+    ``process_group=False`` makes a sandbox: ranks that join no group, where the calls of an
+    implementation that need none (metadata, placements, layouts) run apart from the driver, so
+    that a crash or a hang there is an outcome like any other, not the end of the run.
     """
 
     def __init__(
@@ -152,8 +158,10 @@ class LocalWorld:
         case_timeout_s: float = 30.0,
         grace_s: float = 5.0,
         start_timeout_s: float = 60.0,
+        process_group: bool = True,
     ) -> None:
         self.backend = backend if isinstance(backend, Backend) else backend_named(backend)
+        self.process_group = process_group
         reason = self.backend.unavailable_reason(world_size)
         if reason:
             raise ValueError(reason)
@@ -182,7 +190,7 @@ class LocalWorld:
         self.starts += 1
         self._dir = Path(tempfile.mkdtemp(prefix=f"shardspec-w{self.world_size}-"))
         context = mp.get_context(self.start_method)
-        pg_timeout_s = self.case_timeout_s + 30.0
+        pg_timeout_s = self.case_timeout_s + 30.0 if self.process_group else None
         for rank in range(self.world_size):
             parent_end, child_end = context.Pipe()
             log = self._dir / f"rank{rank}.log"
@@ -270,7 +278,8 @@ class LocalWorld:
         global _latest
         self.start()
         _latest = weakref.ref(self)
-        ledger.record(self.world_size)
+        if self.process_group:  # a sandbox runs a pure call: no world size to report
+            ledger.record(self.world_size)
         started = time.monotonic()
         outcomes = self._exchange(case, timeout_s or self.case_timeout_s)
         result = CaseResult(

@@ -15,7 +15,7 @@ from conformance.world.protocol import Case, CaseResult
 
 
 class World(Protocol):
-    """What the suite needs of a world, local or attached."""
+    """What the suite needs of a world, local or attached (or of a sandbox)."""
 
     world_size: int
 
@@ -40,6 +40,7 @@ class WorldPool:
         self.grace_s = grace_s
         self.max_live = max_live
         self._worlds: OrderedDict[int, World] = OrderedDict()
+        self._sandbox: World | None = None
         atexit.register(self.close)
 
     def get(self, world_size: int) -> World:
@@ -62,7 +63,27 @@ class WorldPool:
         self._worlds[world_size] = world
         return world
 
+    def sandbox(self) -> World:
+        """One rank without a process group, made on first use, for pure calls."""
+        if self._sandbox is None:
+            self._sandbox = make_sandbox(self.start_method, self.case_timeout_s)
+        return self._sandbox
+
     def close(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
         while self._worlds:
             _, world = self._worlds.popitem()
             world.close()
+
+
+def make_sandbox(start_method: str | None, case_timeout_s: float) -> World:
+    """A one-rank local world that joins no process group (``LocalWorld(process_group=False)``).
+
+    Its rank is a CPU process whatever the run's backend: a pure call needs no device."""
+    from conformance.world.local import LocalWorld
+
+    return LocalWorld(
+        1, "gloo", start_method=start_method, case_timeout_s=case_timeout_s, process_group=False
+    )
