@@ -77,11 +77,12 @@ def test_an_environment_error_on_a_rank_is_an_error_even_where_a_failure_is_know
     assert rules["ST-SPEC-3"]["gloo ws2"] == "pass"
 
 
-def test_a_driver_without_numpy_stops_before_any_test_with_one_line(tmp_path):
-    """A planted broken environment: a numpy that cannot be found comes first on the path."""
-    (tmp_path / "numpy").mkdir()
-    (tmp_path / "numpy" / "__init__.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'numpy'\", name='numpy')\n"
+@pytest.mark.parametrize("module", ["numpy", "jsonschema"])
+def test_a_driver_without_a_dependency_stops_before_any_test_with_one_line(tmp_path, module):
+    """A planted broken environment: a module that cannot be found comes first on the path."""
+    (tmp_path / module).mkdir()
+    (tmp_path / module / "__init__.py").write_text(
+        f"raise ModuleNotFoundError(\"No module named '{module}'\", name='{module}')\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(TESTS)])}
     done = subprocess.run(
@@ -90,6 +91,6 @@ def test_a_driver_without_numpy_stops_before_any_test_with_one_line(tmp_path):
     )  # fmt: skip
     out = done.stdout + done.stderr
     assert done.returncode == 3, out[-3000:]
-    assert "shardspec: environment error: numpy is not installed" in out
+    assert f"shardspec: environment error: {module} is not installed" in out
     assert "Traceback" not in out
     assert "passed" not in out

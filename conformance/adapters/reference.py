@@ -13,7 +13,7 @@ from reference import dtensor as dt
 from reference import sharded_tensor as st
 from reference.dtensor.interop import to_sharded_metadata
 from reference.dtensor.placements import parse
-from reference.sharded_tensor.verdict import group_of
+from reference.verdict import group_of
 
 _ST_NAMES = (
     "ShardMetadata", "TensorProperties", "ShardedTensorMetadata", "MEM_FORMAT_ENCODING", "Shard",

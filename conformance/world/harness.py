@@ -51,4 +51,11 @@ def missing_driver_dependency() -> str | None:
             "numpy is not installed: torch.distributed's object collectives, which "
             "implementations call, need it (pip install numpy)"
         )
+    try:
+        import jsonschema  # noqa: F401
+    except ImportError:
+        return (
+            "jsonschema is not installed: the suite checks fixtures and saved regressions "
+            "against their schemas (pip install jsonschema, or reinstall shardspec)"
+        )
     return None

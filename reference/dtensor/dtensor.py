@@ -8,11 +8,13 @@ locally, exchanges one verdict over the mesh (``verdict``), and only then moves 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
 
-from reference.dtensor import collectives, verdict
+from reference import verdict
+from reference.dtensor import collectives
 from reference.dtensor.layout import index_sequences, take
 from reference.dtensor.mesh import DeviceMesh
 from reference.dtensor.placements import (
@@ -121,7 +123,7 @@ class DTensor:
                 raise error
             return DTensor(self._local, self._mesh, target, self._shape, self._stride)
         facts = verdict.exchange(self._mesh.mesh_group, error, show(target) if target else None)
-        verdict.require_agreement(facts, "the target placements", "DT-API-15")
+        verdict.require_same(facts, "DT-API-15", "the target placements")
         local = execute(plan(self._placements, target), self._mesh, self._shape, self._local)
         return DTensor(local, self._mesh, target, self._shape, self._stride)
 
@@ -167,19 +169,11 @@ class DTensor:
                 local_tensor = torch.empty(0, dtype=local_tensor.dtype)
             return DTensor(local_tensor, device_mesh, placed, global_shape, global_stride)
 
-        facts = verdict.exchange(
-            device_mesh.mesh_group,
-            error,
-            None
-            if error
-            else (
-                show(checked[0]),
-                checked[1],
-                local_tensor.dtype,
-                coordinate,
-                tuple(local_tensor.shape),
-            ),
-        )
+        mine = None
+        if not error:
+            mine = LocalFacts(show(checked[0]), checked[1], str(local_tensor.dtype), coordinate,
+                              tuple(local_tensor.shape))  # fmt: skip
+        facts = verdict.exchange(device_mesh.mesh_group, error, mine)
         placed, global_shape, global_stride = checked
         _check_layout(facts, device_mesh, placed)
         local = local_tensor
@@ -190,12 +184,24 @@ class DTensor:
         return DTensor(local, device_mesh, placed, global_shape, global_stride)
 
 
-def _check_layout(facts: list, mesh: DeviceMesh, placements: tuple[Placement, ...]) -> None:
+class LocalFacts(NamedTuple):
+    """What each rank of ``from_local(run_check=True)`` tells the others."""
+
+    placements: str
+    global_shape: tuple[int, ...]
+    dtype: str
+    coordinate: tuple[int, ...]
+    local_shape: tuple[int, ...]
+
+
+def _check_layout(
+    facts: list[LocalFacts], mesh: DeviceMesh, placements: tuple[Placement, ...]
+) -> None:
     """DT-API-15, then DT-API-8, on every rank from the same facts, so every rank reaches the
     same verdict."""
-    verdict.require_agreement([f[0] for f in facts], "the placements", "DT-API-15")
-    verdict.require_agreement([str(f[2]) for f in facts], "the local dtype", "DT-API-8")
-    verdict.require_agreement([f[1] for f in facts], "the global shape", "DT-API-8")
+    verdict.require_same([f.placements for f in facts], "DT-API-15", "the placements")
+    verdict.require_same([f.dtype for f in facts], "DT-API-8", "the local dtype")
+    verdict.require_same([f.global_shape for f in facts], "DT-API-8", "the global shape")
     for _, global_shape, _, coordinate, local_shape in facts:
         wanted = tuple(
             len(s) for s in index_sequences(global_shape, mesh.shape, placements, coordinate)
@@ -206,6 +212,15 @@ def _check_layout(facts: list, mesh: DeviceMesh, placements: tuple[Placement, ..
                 f"[DT-API-8] rank {mesh.rank_at(coordinate)} at {coordinate} passed a local "
                 f"tensor of shape {local_shape}; the layout of {global_shape} gives {wanted}"
             )
+
+
+class SourceFacts(NamedTuple):
+    """What each rank of ``distribute_tensor`` tells the others; ``source`` is the source rank's
+    ``(shape, stride, dtype)``, ``None`` elsewhere."""
+
+    placements: str
+    src_data_rank: int
+    source: tuple[tuple[int, ...], tuple[int, ...], torch.dtype] | None
 
 
 def distribute_tensor(
@@ -249,13 +264,13 @@ def distribute_tensor(
         return _partitioned(local, device_mesh, placed, tuple(tensor.shape), tensor.stride())
 
     is_source = error is None and dist.get_rank() == src_data_rank
-    facts = verdict.exchange(
-        device_mesh.mesh_group,
-        error,
-        None if error else (show(placed), src_data_rank, _meta(tensor) if is_source else None),
-    )
-    verdict.require_agreement([f[:2] for f in facts], "placements and src_data_rank", "DT-API-15")
-    shape, stride, dtype = next(f[2] for f in facts if f[2] is not None)
+    mine = None
+    if not error:
+        mine = SourceFacts(show(placed), src_data_rank, _meta(tensor) if is_source else None)
+    facts = verdict.exchange(device_mesh.mesh_group, error, mine)
+    verdict.require_same([(f.placements, f.src_data_rank) for f in facts], "DT-API-15",
+                         "placements and src_data_rank")  # fmt: skip
+    shape, stride, dtype = next(f.source for f in facts if f.source is not None)
     mine = index_sequences(shape, device_mesh.shape, placed, coordinate)
     blocks = None
     if is_source:

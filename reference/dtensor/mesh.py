@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
 
-from reference.dtensor import verdict
+from reference import verdict
 
 
 def _mesh_tensor(mesh: object) -> torch.Tensor:
@@ -52,6 +53,14 @@ def _check_mesh(tensor: torch.Tensor, names: object, world_size: int) -> None:
         )
 
 
+class MeshFacts(NamedTuple):
+    """What each rank passed to ``DeviceMesh``; every rank must pass the same (DT-MESH-10)."""
+
+    device_type: str
+    mesh: list
+    names: tuple[str, ...] | None
+
+
 class DeviceMesh:
     """An N-d grid of global ranks, with the process groups its collectives need.
 
@@ -71,10 +80,10 @@ class DeviceMesh:
 
         error, tensor = verdict.check(validate)
         names = None if mesh_dim_names is None else tuple(mesh_dim_names)
-        facts = None if error else (device_type, tensor.tolist(), names)
+        facts = None if error else MeshFacts(device_type, tensor.tolist(), names)
         # DT-MESH-10
-        verdict.require_agreement(
-            verdict.exchange(dist.group.WORLD, error, facts), "the mesh", "DT-MESH-10"
+        verdict.require_same(
+            verdict.exchange(dist.group.WORLD, error, facts), "DT-MESH-10", "the mesh"
         )
         self._setup(device_type, tensor, names)
         self._make_groups()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -11,10 +12,18 @@ from reference.sharded_tensor.metadata import Shard, TensorProperties
 from reference.sharded_tensor.sharded_tensor import ShardedTensor
 from reference.sharded_tensor.sharding_spec import ShardingSpec
 from reference.sharded_tensor.validation import check_layout, check_placements
-from reference.sharded_tensor.verdict import group_of, reach_verdict, require_same
+from reference.verdict import group_of, reach_verdict, require_same
 
 # How each constructor fills a local tensor of a given shape, dtype and device.
 Fill = Callable[[list[int], torch.dtype, torch.device], torch.Tensor]
+
+
+class Arguments(NamedTuple):
+    """What each rank was asked to build; every rank must have been asked the same (ST-LIFE-6)."""
+
+    spec: ShardingSpec
+    size: torch.Size
+    properties: TensorProperties
 
 
 def parse_size(size: Sequence) -> torch.Size:
@@ -69,7 +78,7 @@ def _create(
         metadata = spec.build_metadata(shape, props)
         check_layout(metadata)
         check_placements(metadata.shards_metadata, dist.get_process_group_ranks(group))
-        return metadata, (spec, shape, props)
+        return metadata, Arguments(spec, shape, props)
 
     metadata, arguments = reach_verdict(group, check)
     # ST-LIFE-6: every rank builds the same layout.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -12,11 +13,21 @@ from reference.sharded_tensor.create import check_properties, parse_size
 from reference.sharded_tensor.metadata import (
     Shard,
     ShardedTensorMetadata,
+    ShardMetadata,
     TensorProperties,
 )
 from reference.sharded_tensor.sharded_tensor import ShardedTensor
 from reference.sharded_tensor.validation import check_layout, check_local_tensor, check_placements
-from reference.sharded_tensor.verdict import group_of, reach_verdict, require_same
+from reference.verdict import group_of, reach_verdict, require_same
+
+
+class LocalFacts(NamedTuple):
+    """What each rank tells the others: the size it was given, its shards' properties (``None``
+    where it holds none) and its boxes, which concatenated in group-rank order are the layout."""
+
+    size: torch.Size
+    properties: TensorProperties | None
+    boxes: list[ShardMetadata]
 
 
 def _check_own(shards: Sequence[Shard], members: list[int]) -> None:
@@ -57,18 +68,18 @@ def init_from_local_shards(
                     f"properties: {kinds[0]} and {kind}"
                 )
         props = kinds[0] if kinds else None
-        return shards, (shape, props, [s.metadata for s in shards])
+        return shards, LocalFacts(shape, props, [s.metadata for s in shards])
 
     shards, shared = reach_verdict(group, check)
     # ST-VALID-6: one global size; one set of properties among the ranks that hold shards.
-    require_same([shape for shape, _, _ in shared], "ST-VALID-6", "the global size")
-    given = [props for _, props, _ in shared if props is not None]
+    require_same([f.size for f in shared], "ST-VALID-6", "the global size")
+    given = [f.properties for f in shared if f.properties is not None]
     # ST-VALID-14: some rank holds a shard.
     if not given:
         raise ValueError("[ST-VALID-14] no rank passed a local shard")
     require_same(given, "ST-VALID-6", "the tensor properties")
-    layout = [m for _, _, ms in shared for m in ms]
-    metadata = ShardedTensorMetadata(layout, shared[0][0], given[0])
+    layout = [box for f in shared for box in f.boxes]
+    metadata = ShardedTensorMetadata(layout, shared[0].size, given[0])
     # ST-VALID-2 to 5: the concatenated layout tiles the size (same answer on every rank).
     check_layout(metadata)
     return ShardedTensor(metadata, shards, group)

@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 from reference.sharded_tensor.metadata import ShardMetadata
 from reference.sharded_tensor.transfer import transfer
-from reference.sharded_tensor.verdict import reach_verdict, require_same
+from reference.verdict import reach_verdict, require_same
 
 if TYPE_CHECKING:
     from reference.sharded_tensor.sharded_tensor import ShardedTensor

@@ -12,7 +12,7 @@ from reference.sharded_tensor.metadata import Shard, ShardedTensorMetadata
 from reference.sharded_tensor.sharding_spec import ChunkShardingSpec, ShardingSpec
 from reference.sharded_tensor.transfer import transfer
 from reference.sharded_tensor.validation import check_placements
-from reference.sharded_tensor.verdict import reach_verdict, require_same
+from reference.verdict import reach_verdict, require_same
 
 if TYPE_CHECKING:
     from reference.sharded_tensor.sharded_tensor import ShardedTensor

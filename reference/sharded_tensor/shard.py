@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -13,7 +14,17 @@ from reference.sharded_tensor.sharded_tensor import ShardedTensor
 from reference.sharded_tensor.sharding_spec import EnumerableShardingSpec, ShardingSpec
 from reference.sharded_tensor.transfer import transfer
 from reference.sharded_tensor.validation import check_layout, check_placements
-from reference.sharded_tensor.verdict import group_of, reach_verdict, require_same
+from reference.verdict import group_of, reach_verdict, require_same
+
+
+class ShardFacts(NamedTuple):
+    """What each rank tells the others before any data moves: its arguments and its tensor."""
+
+    spec: ShardingSpec
+    src_rank: int
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    properties: TensorProperties
 
 
 def shard(
@@ -50,15 +61,15 @@ def shard(
         metadata = spec.build_metadata(tensor.shape, props)
         check_layout(metadata)
         check_placements(metadata.shards_metadata, dist.get_process_group_ranks(group))
-        return metadata, (spec, src_rank, tuple(tensor.shape), tensor.dtype, props)
+        return metadata, ShardFacts(spec, src_rank, tuple(tensor.shape), tensor.dtype, props)
 
     metadata, shared = reach_verdict(group, check)
     # ST-LIFE-9: one source, one spec.
-    require_same([s[:2] for s in shared], "ST-LIFE-9", "(spec, src_rank)")
+    require_same([(f.spec, f.src_rank) for f in shared], "ST-LIFE-9", "(spec, src_rank)")
     # ST-LIFE-10: one shape and dtype.
-    require_same([s[2:4] for s in shared], "ST-LIFE-10", "the tensor's (shape, dtype)")
+    require_same([(f.shape, f.dtype) for f in shared], "ST-LIFE-10", "the tensor's (shape, dtype)")
     # ST-LIFE-7: requires_grad and pinning follow the source.
-    props = shared[src_rank][4]
+    props = shared[src_rank].properties
     metadata = dataclasses.replace(metadata, tensor_properties=props)
 
     me = dist.get_rank()

@@ -1,7 +1,7 @@
 """Layout checks (spec/st-validation.md): pure functions of a ShardedTensorMetadata.
 
 Every rank can run them alone and reach the same answer; the collective checks, which compare
-ranks, live in ``verdict.py`` and in the constructors.
+ranks, live in ``reference/verdict.py`` and in the constructors.
 """
 
 from __future__ import annotations
