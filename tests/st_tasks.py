@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import io
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -314,183 +316,385 @@ def _other_dtype(shards, metadata):
     return [Shard(shards[0].tensor.double(), shards[0].metadata)], metadata
 
 
+class Violation(NamedTuple):
+    """One bad input of a ShardedTensor collective: the error every rank must raise, the rule its
+    message names first, the rank that gets the bad input (0: gather's dst; "last": a rank that is
+    neither dst nor src; "all"), and how a rank runs it (``bad``: whether its own input is bad)."""
+
+    error: str
+    rule: str
+    bad: str | int
+    run: Callable[[RankContext, bool], object]
+
+
+# Every validation rule of the ShardedTensor collectives, one case each (tests/test_st_errors.py).
 VIOLATIONS = {
     # gather (ST-GATHER-3 to 7)
-    "gather_dst_out_of_range": lambda ctx, bad: _gather_with(
-        ctx, ctx.world_size if bad else 0, {"bad": None, "good": _out0(ctx)}, False
+    "gather_dst_out_of_range": Violation(
+        "ValueError",
+        "ST-GATHER-3",
+        "last",
+        lambda ctx, bad: _gather_with(
+            ctx, ctx.world_size if bad else 0, {"bad": None, "good": _out0(ctx)}, False
+        ),
     ),
-    "gather_dst_not_int": lambda ctx, bad: _gather_with(
-        ctx, 0.0 if bad else 0, {"good": _out0(ctx)}, False
+    "gather_dst_not_int": Violation(
+        "TypeError",
+        "ST-GATHER-3",
+        "last",
+        lambda ctx, bad: _gather_with(ctx, 0.0 if bad else 0, {"good": _out0(ctx)}, False),
     ),
-    "gather_dst_differs": lambda ctx, bad: _gather_with(
-        ctx,
-        ctx.rank if bad else 0,
-        {"bad": torch.zeros(4, 2, dtype=torch.float64), "good": _out0(ctx)},
-        bad,
+    "gather_dst_differs": Violation(
+        "ValueError",
+        "ST-GATHER-4",
+        "last",
+        lambda ctx, bad: _gather_with(
+            ctx,
+            ctx.rank if bad else 0,
+            {"bad": torch.zeros(4, 2, dtype=torch.float64), "good": _out0(ctx)},
+            bad,
+        ),
     ),
-    "gather_out_wrong_shape": lambda ctx, bad: _gather_with(
-        ctx, 0, {"bad": torch.zeros(3, 2, dtype=torch.float64), "good": _out0(ctx)}, bad
+    "gather_out_wrong_shape": Violation(
+        "ValueError",
+        "ST-GATHER-5",
+        0,
+        lambda ctx, bad: _gather_with(
+            ctx, 0, {"bad": torch.zeros(3, 2, dtype=torch.float64), "good": _out0(ctx)}, bad
+        ),
     ),
-    "gather_out_missing": lambda ctx, bad: _gather_with(
-        ctx, 0, {"bad": None, "good": _out0(ctx)}, bad
+    "gather_out_missing": Violation(
+        "ValueError",
+        "ST-GATHER-5",
+        0,
+        lambda ctx, bad: _gather_with(ctx, 0, {"bad": None, "good": _out0(ctx)}, bad),
     ),
-    "gather_out_not_tensor": lambda ctx, bad: _gather_with(
-        ctx, 0, {"bad": [0.0], "good": _out0(ctx)}, bad
+    "gather_out_not_tensor": Violation(
+        "TypeError",
+        "ST-GATHER-5",
+        0,
+        lambda ctx, bad: _gather_with(ctx, 0, {"bad": [0.0], "good": _out0(ctx)}, bad),
     ),
-    "gather_out_wrong_dtype": lambda ctx, bad: _gather_with(
-        ctx, 0, {"bad": torch.full((4, 2), -1, dtype=torch.int64), "good": _out0(ctx)}, bad
+    "gather_out_wrong_dtype": Violation(
+        "ValueError",
+        "ST-GATHER-6",
+        0,
+        lambda ctx, bad: _gather_with(
+            ctx, 0, {"bad": torch.full((4, 2), -1, dtype=torch.int64), "good": _out0(ctx)}, bad
+        ),
     ),
-    "gather_out_off_dst": lambda ctx, bad: _gather_with(
-        ctx, 0, {"bad": torch.full((4, 2), -1.0, dtype=torch.float64), "good": _out0(ctx)}, bad
+    "gather_out_off_dst": Violation(
+        "ValueError",
+        "ST-GATHER-7",
+        "last",
+        lambda ctx, bad: _gather_with(
+            ctx, 0, {"bad": torch.full((4, 2), -1.0, dtype=torch.float64), "good": _out0(ctx)}, bad
+        ),
     ),
     # construction from a spec (ST-LIFE-3 to 6, ST-SPEC-6, ST-VALID-12, 13)
-    "create_size_differs": lambda ctx, bad: st.zeros(chunk(0, _all(ctx)), 6 if bad else 4, 3),
-    "create_negative_size": lambda ctx, bad: st.zeros(chunk(0, _all(ctx)), -1 if bad else 4, 3),
-    "create_size_not_int": lambda ctx, bad: st.zeros(chunk(0, _all(ctx)), 4.0 if bad else 4, 3),
-    "create_spec_not_spec": lambda ctx, bad: st.zeros("x" if bad else chunk(0, _all(ctx)), 4, 3),
-    "create_channels_last": lambda ctx, bad: st.empty(
-        chunk(0, _all(ctx)),
-        2,
-        2,
-        2,
-        2,
-        memory_format=torch.channels_last if bad else torch.contiguous_format,
+    "create_size_differs": Violation(
+        "ValueError",
+        "ST-LIFE-6",
+        "last",
+        lambda ctx, bad: st.zeros(chunk(0, _all(ctx)), 6 if bad else 4, 3),
     ),
-    "create_sparse": lambda ctx, bad: st.empty(
-        chunk(0, _all(ctx)), 4, layout=torch.sparse_coo if bad else torch.strided
+    "create_negative_size": Violation(
+        "ValueError",
+        "ST-LIFE-3",
+        "last",
+        lambda ctx, bad: st.zeros(chunk(0, _all(ctx)), -1 if bad else 4, 3),
     ),
-    "create_dim_out_of_range": lambda ctx, bad: st.zeros(chunk(2 if bad else 0, _all(ctx)), 4, 3),
-    "create_placement_without_rank": lambda ctx, bad: st.zeros(
-        st.ChunkShardingSpec(0, ["cpu"] * ctx.world_size), 4
+    "create_size_not_int": Violation(
+        "TypeError",
+        "ST-LIFE-3",
+        "last",
+        lambda ctx, bad: st.zeros(chunk(0, _all(ctx)), 4.0 if bad else 4, 3),
     ),
-    "create_placement_on_worker": lambda ctx, bad: st.zeros(
-        st.ChunkShardingSpec(0, [f"worker{r}/cpu" for r in _all(ctx)]), 4
+    "create_spec_not_spec": Violation(
+        "TypeError",
+        "ST-LIFE-5",
+        "last",
+        lambda ctx, bad: st.zeros("x" if bad else chunk(0, _all(ctx)), 4, 3),
     ),
-    "create_placement_not_member": lambda ctx, bad: st.zeros(
-        chunk(0, [*_all(ctx), ctx.world_size]), 4
+    "create_channels_last": Violation(
+        "NotImplementedError",
+        "ST-LIFE-4",
+        "last",
+        lambda ctx, bad: st.empty(
+            chunk(0, _all(ctx)),
+            2,
+            2,
+            2,
+            2,
+            memory_format=torch.channels_last if bad else torch.contiguous_format,
+        ),
+    ),
+    "create_sparse": Violation(
+        "NotImplementedError",
+        "ST-LIFE-4",
+        "last",
+        lambda ctx, bad: st.empty(
+            chunk(0, _all(ctx)), 4, layout=torch.sparse_coo if bad else torch.strided
+        ),
+    ),
+    "create_dim_out_of_range": Violation(
+        "ValueError",
+        "ST-SPEC-6",
+        "last",
+        lambda ctx, bad: st.zeros(chunk(2 if bad else 0, _all(ctx)), 4, 3),
+    ),
+    "create_placement_without_rank": Violation(
+        "ValueError",
+        "ST-VALID-13",
+        "all",
+        lambda ctx, bad: st.zeros(st.ChunkShardingSpec(0, ["cpu"] * ctx.world_size), 4),
+    ),
+    "create_placement_on_worker": Violation(
+        "NotImplementedError",
+        "ST-VALID-13",
+        "all",
+        lambda ctx, bad: st.zeros(
+            st.ChunkShardingSpec(0, [f"worker{r}/cpu" for r in _all(ctx)]), 4
+        ),
+    ),
+    "create_placement_not_member": Violation(
+        "ValueError",
+        "ST-VALID-12",
+        "all",
+        lambda ctx, bad: st.zeros(chunk(0, [*_all(ctx), ctx.world_size]), 4),
     ),
     # shard (ST-LIFE-8 to 10, ST-SPEC-13)
-    "shard_src_differs": lambda ctx, bad: st.shard(
-        torch.zeros(4), chunk(0, _all(ctx)), 1 if bad else 0
+    "shard_src_differs": Violation(
+        "ValueError",
+        "ST-LIFE-9",
+        "last",
+        lambda ctx, bad: st.shard(torch.zeros(4), chunk(0, _all(ctx)), 1 if bad else 0),
     ),
-    "shard_src_out_of_range": lambda ctx, bad: st.shard(
-        torch.zeros(4), chunk(0, _all(ctx)), ctx.world_size if bad else 0
+    "shard_src_out_of_range": Violation(
+        "ValueError",
+        "ST-LIFE-8",
+        "last",
+        lambda ctx, bad: st.shard(
+            torch.zeros(4), chunk(0, _all(ctx)), ctx.world_size if bad else 0
+        ),
     ),
-    "shard_shape_differs": lambda ctx, bad: st.shard(
-        torch.zeros(6 if bad else 4), chunk(0, _all(ctx))
+    "shard_shape_differs": Violation(
+        "ValueError",
+        "ST-LIFE-10",
+        "last",
+        lambda ctx, bad: st.shard(torch.zeros(6 if bad else 4), chunk(0, _all(ctx))),
     ),
-    "shard_dtype_differs": lambda ctx, bad: st.shard(
-        torch.zeros(4, dtype=torch.int64 if bad else torch.float32), chunk(0, _all(ctx))
+    "shard_dtype_differs": Violation(
+        "ValueError",
+        "ST-LIFE-10",
+        "last",
+        lambda ctx, bad: st.shard(
+            torch.zeros(4, dtype=torch.int64 if bad else torch.float32), chunk(0, _all(ctx))
+        ),
     ),
-    "shard_enumerable": lambda ctx, bad: st.shard(
-        torch.zeros(4),
-        st.EnumerableShardingSpec([SM([0], [4], "rank:0/cpu")]) if bad else chunk(0, _all(ctx)),
+    "shard_enumerable": Violation(
+        "NotImplementedError",
+        "ST-SPEC-13",
+        "last",
+        lambda ctx, bad: st.shard(
+            torch.zeros(4),
+            st.EnumerableShardingSpec([SM([0], [4], "rank:0/cpu")]) if bad else chunk(0, _all(ctx)),
+        ),
     ),
     # init_from_local_shards (ST-VALID-2 to 6, 8 to 10, 14)
-    "local_overlap": lambda ctx, bad: _local(
-        ctx,
-        bad,
-        lambda s, size: ([Shard(s[0].tensor, SM([1, 0], [2, 3], s[0].metadata.placement))], size),
-    ),
-    "local_gap": lambda ctx, bad: _local(ctx, bad, lambda s, size: ([], size)),
-    "local_out_of_bounds": lambda ctx, bad: _local(
-        ctx,
-        bad,
-        lambda s, size: (
-            [*s, Shard(torch.zeros(0, 3), SM([size[0] + 2, 0], [0, 3], f"rank:{ctx.rank}/cpu"))],
-            size,
+    "local_overlap": Violation(
+        "ValueError",
+        "ST-VALID-2",
+        "last",
+        lambda ctx, bad: _local(
+            ctx,
+            bad,
+            lambda s, size: (
+                [Shard(s[0].tensor, SM([1, 0], [2, 3], s[0].metadata.placement))],
+                size,
+            ),
         ),
     ),
-    "local_ndim": lambda ctx, bad: _local(
-        ctx,
-        bad,
-        lambda s, size: (
-            [
-                Shard(
-                    s[0].tensor.reshape(2, 3, 1),
-                    SM([*s[0].metadata.shard_offsets, 0], [2, 3, 1], s[0].metadata.placement),
-                )
-            ],
-            size,
+    "local_gap": Violation(
+        "ValueError",
+        "ST-VALID-4",
+        "last",
+        lambda ctx, bad: _local(ctx, bad, lambda s, size: ([], size)),
+    ),
+    "local_out_of_bounds": Violation(
+        "ValueError",
+        "ST-VALID-3",
+        "last",
+        lambda ctx, bad: _local(
+            ctx,
+            bad,
+            lambda s, size: (
+                [
+                    *s,
+                    Shard(torch.zeros(0, 3), SM([size[0] + 2, 0], [0, 3], f"rank:{ctx.rank}/cpu")),
+                ],
+                size,
+            ),
         ),
     ),
-    "local_global_size_differs": lambda ctx, bad: _local(
-        ctx, bad, lambda s, size: (s, [size[0] + 1, 3])
-    ),
-    "local_requires_grad_differs": lambda ctx, bad: _local(
-        ctx,
-        bad,
-        lambda s, size: ([Shard(s[0].tensor.clone().requires_grad_(), s[0].metadata)], size),
-    ),
-    "local_shards_of_one_rank_differ": lambda ctx, bad: _local(
-        ctx,
-        bad,
-        lambda s, size: (
-            [
-                Shard(
-                    s[0].tensor[:1].clone(),
-                    SM(s[0].metadata.shard_offsets, [1, 3], s[0].metadata.placement),
-                ),
-                Shard(
-                    s[0].tensor[1:].double(),
-                    SM([s[0].metadata.shard_offsets[0] + 1, 0], [1, 3], s[0].metadata.placement),
-                ),
-            ],
-            size,
+    "local_ndim": Violation(
+        "ValueError",
+        "ST-VALID-5",
+        "last",
+        lambda ctx, bad: _local(
+            ctx,
+            bad,
+            lambda s, size: (
+                [
+                    Shard(
+                        s[0].tensor.reshape(2, 3, 1),
+                        SM([*s[0].metadata.shard_offsets, 0], [2, 3, 1], s[0].metadata.placement),
+                    )
+                ],
+                size,
+            ),
         ),
     ),
-    "local_tensor_wrong_size": lambda ctx, bad: _local(
-        ctx, bad, lambda s, size: ([Shard(torch.zeros(1, 3), s[0].metadata)], size)
+    "local_global_size_differs": Violation(
+        "ValueError",
+        "ST-VALID-6",
+        "last",
+        lambda ctx, bad: _local(ctx, bad, lambda s, size: (s, [size[0] + 1, 3])),
     ),
-    "local_not_contiguous": lambda ctx, bad: _local(
-        ctx, bad, lambda s, size: ([Shard(torch.zeros(3, 2).t(), s[0].metadata)], size)
+    "local_requires_grad_differs": Violation(
+        "ValueError",
+        "ST-VALID-6",
+        "last",
+        lambda ctx, bad: _local(
+            ctx,
+            bad,
+            lambda s, size: ([Shard(s[0].tensor.clone().requires_grad_(), s[0].metadata)], size),
+        ),
     ),
-    "local_placed_elsewhere": lambda ctx, bad: _local(
-        ctx,
-        bad,
-        lambda s, size: (
-            [
-                Shard(
-                    s[0].tensor,
-                    SM(
-                        s[0].metadata.shard_offsets,
-                        [2, 3],
-                        f"rank:{(ctx.rank + 1) % ctx.world_size}/cpu",
+    "local_shards_of_one_rank_differ": Violation(
+        "ValueError",
+        "ST-VALID-6",
+        "last",
+        lambda ctx, bad: _local(
+            ctx,
+            bad,
+            lambda s, size: (
+                [
+                    Shard(
+                        s[0].tensor[:1].clone(),
+                        SM(s[0].metadata.shard_offsets, [1, 3], s[0].metadata.placement),
                     ),
-                )
-            ],
-            size,
+                    Shard(
+                        s[0].tensor[1:].double(),
+                        SM(
+                            [s[0].metadata.shard_offsets[0] + 1, 0], [1, 3], s[0].metadata.placement
+                        ),
+                    ),
+                ],
+                size,
+            ),
         ),
     ),
-    "local_no_shard_anywhere": lambda ctx, bad: st.init_from_local_shards([], 4, 3),
+    "local_tensor_wrong_size": Violation(
+        "ValueError",
+        "ST-VALID-8",
+        "last",
+        lambda ctx, bad: _local(
+            ctx, bad, lambda s, size: ([Shard(torch.zeros(1, 3), s[0].metadata)], size)
+        ),
+    ),
+    "local_not_contiguous": Violation(
+        "ValueError",
+        "ST-VALID-9",
+        "last",
+        lambda ctx, bad: _local(
+            ctx, bad, lambda s, size: ([Shard(torch.zeros(3, 2).t(), s[0].metadata)], size)
+        ),
+    ),
+    "local_placed_elsewhere": Violation(
+        "ValueError",
+        "ST-VALID-10",
+        "last",
+        lambda ctx, bad: _local(
+            ctx,
+            bad,
+            lambda s, size: (
+                [
+                    Shard(
+                        s[0].tensor,
+                        SM(
+                            s[0].metadata.shard_offsets,
+                            [2, 3],
+                            f"rank:{(ctx.rank + 1) % ctx.world_size}/cpu",
+                        ),
+                    )
+                ],
+                size,
+            ),
+        ),
+    ),
+    "local_no_shard_anywhere": Violation(
+        "ValueError", "ST-VALID-14", "all", lambda ctx, bad: st.init_from_local_shards([], 4, 3)
+    ),
     # init_from_local_shards_and_global_metadata (ST-VALID-7, 8, 11)
-    "global_metadata_differs": lambda ctx, bad: _global(ctx, bad, _other_dtype),
-    "global_tensor_wrong_dtype": lambda ctx, bad: _global(
-        ctx, bad, lambda s, md: ([Shard(s[0].tensor.long(), s[0].metadata)], md)
+    "global_metadata_differs": Violation(
+        "ValueError", "ST-VALID-7", "last", lambda ctx, bad: _global(ctx, bad, _other_dtype)
     ),
-    "global_shard_missing": lambda ctx, bad: _global(ctx, bad, lambda s, md: ([], md)),
-    # reshard (ST-RESHARD-7 to 9, and one new spec on every rank)
-    "reshard_enumerable": lambda ctx, bad: _reshard_to(
-        ctx,
-        bad,
-        lambda n: st.EnumerableShardingSpec(
-            chunk(1, list(range(n)))
-            .build_metadata(torch.Size([2, 4]), st.TensorProperties())
-            .shards_metadata
+    "global_tensor_wrong_dtype": Violation(
+        "ValueError",
+        "ST-VALID-8",
+        "last",
+        lambda ctx, bad: _global(
+            ctx, bad, lambda s, md: ([Shard(s[0].tensor.long(), s[0].metadata)], md)
         ),
     ),
-    "reshard_not_a_permutation": lambda ctx, bad: _reshard_to(
-        ctx, bad, lambda n: chunk(1, [0] * (n + 1))
+    "global_shard_missing": Violation(
+        "ValueError",
+        "ST-VALID-11",
+        "last",
+        lambda ctx, bad: _global(ctx, bad, lambda s, md: ([], md)),
     ),
-    "reshard_dim_out_of_range": lambda ctx, bad: _reshard_to(
-        ctx, bad, lambda n: chunk(5, list(range(n)))
+    # reshard (ST-RESHARD-7 to 9, and one new spec on every rank)
+    "reshard_enumerable": Violation(
+        "NotImplementedError",
+        "ST-RESHARD-7",
+        "last",
+        lambda ctx, bad: _reshard_to(
+            ctx,
+            bad,
+            lambda n: st.EnumerableShardingSpec(
+                chunk(1, list(range(n)))
+                .build_metadata(torch.Size([2, 4]), st.TensorProperties())
+                .shards_metadata
+            ),
+        ),
     ),
-    "reshard_placement_not_member": lambda ctx, bad: _reshard_to(
-        ctx, bad, lambda n: chunk(1, list(range(1, n + 1)))
+    "reshard_not_a_permutation": Violation(
+        "NotImplementedError",
+        "ST-RESHARD-8",
+        "last",
+        lambda ctx, bad: _reshard_to(ctx, bad, lambda n: chunk(1, [0] * (n + 1))),
     ),
-    "reshard_not_a_spec": lambda ctx, bad: _reshard_to(ctx, bad, lambda n: "x"),
-    "reshard_spec_differs": lambda ctx, bad: _reshard_to(
-        ctx, bad, lambda n: chunk(0, list(range(n)))
+    "reshard_dim_out_of_range": Violation(
+        "ValueError",
+        "ST-SPEC-6",
+        "last",
+        lambda ctx, bad: _reshard_to(ctx, bad, lambda n: chunk(5, list(range(n)))),
+    ),
+    "reshard_placement_not_member": Violation(
+        "ValueError",
+        "ST-VALID-12",
+        "last",
+        lambda ctx, bad: _reshard_to(ctx, bad, lambda n: chunk(1, list(range(1, n + 1)))),
+    ),
+    "reshard_not_a_spec": Violation(
+        "TypeError", "ST-RESHARD-9", "last", lambda ctx, bad: _reshard_to(ctx, bad, lambda n: "x")
+    ),
+    "reshard_spec_differs": Violation(
+        "ValueError",
+        "ST-RESHARD-9",
+        "last",
+        lambda ctx, bad: _reshard_to(ctx, bad, lambda n: chunk(0, list(range(n)))),
     ),
 }
 
@@ -505,4 +709,4 @@ def _out0(ctx: RankContext) -> torch.Tensor | None:
 
 def violation(ctx: RankContext, case: str, bad: int) -> None:
     """Run violation ``case`` with the broken input on rank ``bad`` (-1: on every rank)."""
-    VIOLATIONS[case](ctx, bad in (ctx.rank, -1))
+    VIOLATIONS[case].run(ctx, bad in (ctx.rank, -1))
