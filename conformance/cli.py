@@ -190,7 +190,7 @@ def _rules(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _bench(args: argparse.Namespace, extra: list[str]) -> int:
-    from conformance import bench
+    from conformance.benchmarks import engine as bench
 
     bench.report(args.world_sizes, cases=args.cases, spawn_cases=args.spawn_cases)
     return 0

@@ -12,10 +12,10 @@ from typing import Any
 
 import torch
 
+from conformance.benchmarks.dtensor import counting_receives
 from conformance.world import RankContext
 from reference.dtensor import DeviceMesh, DTensor, distribute_tensor
 from reference.dtensor import placements as pl
-from reference.dtensor.collectives import TRAFFIC
 
 # -- the oracle (spec/dt-layout.md, Semantics, written from scratch) ---------------------------
 
@@ -233,9 +233,10 @@ def call(ctx: RankContext, api: str, mesh_shape, ranks, shape, placements, **kw)
         source(ctx, mesh, shape, placements, kw.pop("dtype", "float64")).full_tensor()
 
 
-def traffic(ctx: RankContext, mesh_shape, ranks, shape, src: str, tgt: str) -> list[int]:
+def traffic(ctx: RankContext, mesh_shape, ranks, shape, src: str, tgt: str) -> int:
+    """The bytes this rank receives during the redistribution, counted at the collectives."""
     mesh = mesh_of(ctx, mesh_shape, ranks)
     d = source(ctx, mesh, shape, src, "float32")
-    TRAFFIC.payload = TRAFFIC.padding = 0
-    d.redistribute(mesh, pl.parse(tgt))
-    return [TRAFFIC.payload, TRAFFIC.padding]
+    with counting_receives() as received:
+        d.redistribute(mesh, pl.parse(tgt))
+    return received[0]

@@ -15,10 +15,10 @@ import torch
 import torch.distributed as dist
 
 import reference.sharded_tensor as st
+from conformance.benchmarks.sharded_tensor import counting_sends
 from conformance.world import RankContext
 from reference.sharded_tensor import Shard
 from reference.sharded_tensor import ShardMetadata as SM
-from reference.sharded_tensor.bench import counting_sends
 
 DTYPES = {"float64": torch.float64, "int64": torch.int64, "float32": torch.float32}
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 from st_tasks import exact_values
 
+from conformance.benchmarks.sharded_tensor import lower_bound
 from conformance.world import Case
 from reference.sharded_tensor import ChunkShardingSpec, ShardMetadata, TensorProperties
-from reference.sharded_tensor.bench import lower_bound
 
 
 def chunk(dim: int, ranks: list[int]) -> ChunkShardingSpec:

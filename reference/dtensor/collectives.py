@@ -4,15 +4,11 @@ Every function takes the mesh and a mesh dim and speaks in coordinates: ``pieces
 the rank at position ``c`` of the line. Process groups speak in group ranks, which follow
 ascending global rank whatever the mesh order (DT-MESH-7); ``_group_order`` is the one place
 that translates. Inputs are never written (ERR-9): every result is a new tensor.
-
-``TRAFFIC`` counts the bytes this rank receives, payload and padding apart, so the benchmark can
-compare them with the lower bound of each transition.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -28,17 +24,6 @@ REDUCE_OP = {
     "max": dist.ReduceOp.MAX,
     "product": dist.ReduceOp.PRODUCT,
 }
-
-
-@dataclass
-class Traffic:
-    """Bytes received by this rank: data it needed, and padding that only evens out sizes."""
-
-    payload: int = 0
-    padding: int = 0
-
-
-TRAFFIC = Traffic()
 
 
 def _group_order(mesh: DeviceMesh, dim: int) -> list[int]:
@@ -73,7 +58,6 @@ def all_gather(
     order = _group_order(mesh, dim)
     buffer = rows.new_empty((len(sizes) * longest, *rows.shape[1:]))
     dist.all_gather_into_tensor(buffer, _padded(rows, longest), group=mesh.get_group(dim))
-    _count(rows, sizes, longest, mesh.get_local_rank(dim))
     if tensor_dim == 0 and order == sorted(order) and sizes == [longest] * len(sizes):
         # The buffer already is the gathered tensor; a strided shard still needs reordering.
         return assemble([buffer], 0, [[p for ps in positions for p in ps]])
@@ -120,7 +104,6 @@ def all_to_all(
         strict=True,
     ):
         pieces[coord] = flat.view(shape)
-    TRAFFIC.payload += (received.numel() - pieces[me].numel()) * received.element_size()
     return torch.cat(pieces, gather_dim)
 
 
@@ -128,7 +111,6 @@ def all_reduce(mesh: DeviceMesh, dim: int, local: torch.Tensor, op: str) -> torc
     """The ``op``-reduction of every coordinate's tensor along ``dim``, on every coordinate."""
     result = local.clone(memory_format=torch.contiguous_format)
     dist.all_reduce(result, op=REDUCE_OP[op], group=mesh.get_group(dim))
-    TRAFFIC.payload += (mesh.size(dim) - 1) * result.numel() * result.element_size()
     return result
 
 
@@ -154,9 +136,6 @@ def reduce_scatter(
         stacked = torch.cat([_padded(take(rows, 0, positions[c]), longest) for c in order])
     rows_out = local.new_empty((longest, *stacked.shape[1:]))
     dist.reduce_scatter_tensor(rows_out, stacked, op=REDUCE_OP[op], group=mesh.get_group(dim))
-    inner = _inner_bytes(rows_out)
-    TRAFFIC.payload += (len(sizes) - 1) * sizes[me] * inner
-    TRAFFIC.padding += (len(sizes) - 1) * (longest - sizes[me]) * inner
     return rows_out[: sizes[me]].movedim(0, tensor_dim)
 
 
@@ -164,8 +143,6 @@ def broadcast(mesh: DeviceMesh, dim: int, local: torch.Tensor) -> torch.Tensor:
     """Coordinate 0's tensor along ``dim``, on every coordinate (into a new tensor)."""
     result = local.clone(memory_format=torch.contiguous_format)
     dist.broadcast(result, src=mesh.members(dim)[0], group=mesh.get_group(dim))
-    if mesh.get_local_rank(dim) != 0:
-        TRAFFIC.payload += result.numel() * result.element_size()
     return result
 
 
@@ -185,18 +162,7 @@ def scatter_blocks(
         return blocks[source].clone(memory_format=torch.contiguous_format)
     received = torch.empty(tuple(shape), dtype=dtype)
     dist.recv(received, src=source)
-    TRAFFIC.payload += received.numel() * received.element_size()
     return received
-
-
-def _count(rows: torch.Tensor, sizes: Sequence[int], longest: int, me: int) -> None:
-    inner = _inner_bytes(rows)
-    TRAFFIC.payload += (sum(sizes) - sizes[me]) * inner
-    TRAFFIC.padding += sum(longest - s for i, s in enumerate(sizes) if i != me) * inner
-
-
-def _inner_bytes(rows: torch.Tensor) -> int:
-    return _numel(rows.shape[1:]) * rows.element_size()
 
 
 def _numel(shape: Sequence[int]) -> int:

@@ -64,8 +64,8 @@ def _check(kind: str, result, seed: int) -> None:
 
 def _case(kind: str, i: int) -> Case:
     if kind == "metadata":
-        return Case("conformance.bench:metadata_case", {"rows": 7 + i % 13})
-    return Case("conformance.bench:data_case", {"seed": i})
+        return Case("conformance.benchmarks.engine:metadata_case", {"rows": 7 + i % 13})
+    return Case("conformance.benchmarks.engine:data_case", {"seed": i})
 
 
 def start_time(world_size: int, repeats: int = 5) -> float:

@@ -1,6 +1,6 @@
 """Figures, not pass/fail: reference ShardedTensor beside PyTorch's on one Gloo world.
 
-    python -m reference.sharded_tensor.bench [--ranks 4] [--mib 64] [--repeats 5]
+    python -m conformance.benchmarks.sharded_tensor [--ranks 4] [--mib 64] [--repeats 5]
 
 Prints
 - for shard (from rank 0 into row chunks), gather (row chunks to rank 0) and reshard (row chunks
@@ -146,7 +146,8 @@ def main() -> None:
     size = torch.Size([side, side])
     with LocalWorld(args.ranks, "gloo", case_timeout_s=600, grace_s=5) as world:
         case = Case(
-            "reference.sharded_tensor.bench:time_case", {"side": side, "repeats": args.repeats}
+            "conformance.benchmarks.sharded_tensor:time_case",
+            {"side": side, "repeats": args.repeats},
         )
         ranks = list(world.run(case, timeout_s=600).values())
 
