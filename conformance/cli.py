@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--backend", default="gloo", help="gloo, nccl or cpu:gloo,cuda:nccl")
     run.add_argument("--world-sizes", default="1,2,3,4", type=sizes, help="comma-separated, 1..8")
     run.add_argument("--profile", default="quick", choices=["quick", "ci", "thorough"])
-    run.add_argument("--xfails", help="file of known failures: test ids and reasons")
+    run.add_argument("--xfails", help="file of known failures: test ids, rules and symptoms")
     run.add_argument("--case-timeout", type=positive_seconds, default=30.0)
     run.add_argument("--report-dir", help="write the per-rule results as rules.md and rules.json")
     run.add_argument("-n", "--workers", default=None, help="pytest-xdist workers (local worlds)")

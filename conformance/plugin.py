@@ -65,7 +65,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--xfails",
         default=None,
-        help="file of known failures (test ids + reasons); default: the adapter's own, "
+        help="file of known failures (test ids, rules, symptoms); default: the adapter's own, "
         "conformance/xfails/<name>.txt, if it has one",
     )
     group.addoption(
@@ -275,8 +275,8 @@ def _label_with_rules(items: list[pytest.Item]) -> None:
 
 
 def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test entry makes its tests strict xfails; a rule entry tells them which rules' failures
-    to count and go on past (``judge.fail``)."""
+    """A ``whole test`` entry makes its tests strict xfails; any other entry tells them which
+    rules' failures, with which symptoms, to count and go on past (``judge.fail``)."""
     entries = config.stash[_XFAILS]
     used: set[int] = set()
     for item in items:
