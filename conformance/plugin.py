@@ -28,12 +28,13 @@ from conformance import (
 )
 from conformance import report as rule_report
 from conformance.symptoms import Symptom
+from conformance.tasks import pure as pure_tasks
 from conformance.world import attach, harness, ledger
 from conformance.world.attach import AttachedWorld
 from conformance.world.backends import backend_named
 from conformance.world.harness import HarnessError
 from conformance.world.pool import World, WorldPool, make_sandbox
-from conformance.world.protocol import Case, CaseResult
+from conformance.world.protocol import CaseResult
 
 profiles.register()
 
@@ -242,7 +243,7 @@ def pure(world_pool: WorldPool | _AttachedPool, impl_name: str) -> Callable[...,
     sandbox = world_pool.sandbox()
 
     def run(task: str, **args: Any) -> CaseResult:
-        return sandbox.run(Case(f"conformance.tasks.pure:{task}", {"impl": impl_name, **args}))
+        return sandbox.run(pure_tasks.case(task, impl_name, **args))
 
     return run
 

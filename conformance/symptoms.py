@@ -24,14 +24,13 @@ from dataclasses import dataclass
 
 from conformance.world.protocol import Died, Hung, Outcome, Raised, Returned
 
-KINDS = ("raises", "returns", "hangs", "dies", "wrong value")
 _TERM = re.compile(
     r"(?:rank (?P<rank>\d+) )?(?P<kind>raises (?P<type>[A-Za-z_][\w.]*)|returns|hangs|dies"
     r"|wrong value)"
 )
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Behaviour:
     """One rank's part in a failure (``rank`` is ``None`` for a call with no ranks, or for any
     rank in an entry); ``error`` is the exception type of ``raises``."""
@@ -57,11 +56,6 @@ Symptom = frozenset[Behaviour]
 
 WRONG_VALUE: Symptom = frozenset({Behaviour("wrong value")})
 RETURNS: Symptom = frozenset({Behaviour("returns")})
-
-
-def raises(error: str) -> Symptom:
-    """A call with no ranks that raised ``error``."""
-    return frozenset({Behaviour("raises", error)})
 
 
 def of_outcomes(outcomes: Iterable[Outcome]) -> Symptom:

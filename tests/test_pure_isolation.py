@@ -19,28 +19,31 @@ from conformance.world.pool import make_sandbox
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_suite(
-    tmp_path: Path, impl: str, *selection: str
-) -> tuple[subprocess.CompletedProcess, dict]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
+def run_suite(tmp_path: Path, impl: str, test: str, **env: str) -> tuple[str, dict]:
+    """Run one suite test against a planted adapter, which must fail it (exit 1): its output and
+    its per-rule cells (``rules.json``)."""
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", *selection, "-p", "conformance.plugin",
+        [sys.executable, "-m", "pytest", test, "-p", "conformance.plugin",
          "-p", "no:cacheprovider", "--impl", impl, "--case-timeout", "3",
          "--report-dir", str(tmp_path)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "tests"), **env},
     )  # fmt: skip
-    rules = json.loads((tmp_path / "rules.json").read_text())["rules"]
-    return done, {rule: cells["any"] for rule, cells in rules.items() if cells.get("any")}
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout, json.loads((tmp_path / "rules.json").read_text())["rules"]
+
+
+def pure_column(rules: dict) -> dict[str, str]:
+    """The cells of the column of tests that ran no case (pure calls): ``any``."""
+    return {rule: cells["any"] for rule, cells in rules.items() if cells.get("any")}
 
 
 def test_a_pure_call_that_crashes_its_process_is_a_failed_case_of_its_rule(tmp_path):
-    done, table = run_suite(
+    out, rules = run_suite(
         tmp_path,
         "mutants:LAYOUT_CRASHES",
         "conformance/suite/test_dt_layout.py::test_trailing_coordinates_are_empty_at_the_end_of_the_dim",
     )
-    out = done.stdout
-    assert done.returncode == 1, out[-3000:] + done.stderr[-3000:]
     assert "1 failed, 3 passed" in out.splitlines()[-1], out[-500:]
     assert "L=2, c=3 gave no answer [conformance.tasks.pure:local_shape_and_offset" in out
     assert "rank 0: process died with exit code -11" in out
@@ -48,22 +51,22 @@ def test_a_pure_call_that_crashes_its_process_is_a_failed_case_of_its_rule(tmp_p
     assert "replay: python -m conformance replay --backend gloo --world-size 1" in out
     # The crash blames the rule of the call (DT-LAYOUT-3 for a chunk's size); the others of
     # that test are not judged past it.
-    assert table == {"DT-LAYOUT-2": "blocked", "DT-LAYOUT-3": "fail", "DT-LAYOUT-4": "blocked"}
+    assert pure_column(rules) == {
+        "DT-LAYOUT-2": "blocked", "DT-LAYOUT-3": "fail", "DT-LAYOUT-4": "blocked"
+    }  # fmt: skip
 
 
 def test_a_pure_call_that_hangs_is_a_failed_case_of_its_rule(tmp_path):
-    done, table = run_suite(
+    out, rules = run_suite(
         tmp_path,
         "mutants:VALIDATE_HANGS",
         "conformance/suite/test_st_validation.py::test_an_empty_box_overlaps_nothing",
     )
-    out = done.stdout
-    assert done.returncode == 1, out[-3000:] + done.stderr[-3000:]
     assert "1 failed, 2 passed" in out.splitlines()[-1], out[-500:]
     assert "rank 0: no answer after 3.0 s (hung)" in out
     assert "in st_validate" in out  # the hung call's stack
     assert "symptom: hangs" in out
-    assert table == {"ST-VALID-1": "fail"}
+    assert pure_column(rules) == {"ST-VALID-1": "fail"}
 
 
 def test_fixtures_verify_runs_pure_calls_in_the_sandbox_too():
@@ -98,20 +101,16 @@ def test_a_rank_fault_that_fires_once_in_a_suite_run_is_one_flaky_failure_of_one
     replays the failing example, it passes, and the report says so once, blaming the rule the
     failed check names; the test's other rules are blocked, not failed."""
     flag = tmp_path / "fired"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "SHARDSPEC_PLANTED_FLAG": str(flag)}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "conformance.plugin", "-p", "no:cacheprovider",
-         "conformance/suite/test_st_gather.py::test_shard_then_gather_returns_the_source_exactly",
-         "--impl", "mutants:GATHER_FAILS_ONCE", "--report-dir", str(tmp_path)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    out = done.stdout
-    assert done.returncode == 1, out[-3000:] + done.stderr[-3000:]
+    out, rules = run_suite(
+        tmp_path,
+        "mutants:GATHER_FAILS_ONCE",
+        "conformance/suite/test_st_gather.py::test_shard_then_gather_returns_the_source_exactly",
+        SHARDSPEC_PLANTED_FLAG=str(flag),
+    )
     assert flag.exists()
     failures = out.split(" FAILURES ")[1].split(" short test summary info ")[0]
     assert failures.count("failed once, passed on replay (flaky)") == 1, failures
     assert failures.count("raised RuntimeError: planted: fires once") == 1, failures
-    rules = json.loads((tmp_path / "rules.json").read_text())["rules"]
     verdicts = {rule: set(cells.values()) - {""} for rule, cells in rules.items()}
     failed = [rule for rule, seen in verdicts.items() if "fail" in seen]
     assert len(failed) == 1, verdicts

@@ -15,7 +15,13 @@ from typing import Any
 import torch
 
 from conformance import adapters
-from conformance.world import RankContext
+from conformance.world import Case, RankContext
+
+
+def case(task: str, impl: str, **args: Any) -> Case:
+    """The case that runs pure task ``task`` of this module with the adapter ``impl``."""
+    return Case(f"{__name__}:{task}", {"impl": impl, **args})
+
 
 # -- DTensor ----------------------------------------------------------------------------------
 

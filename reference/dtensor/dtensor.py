@@ -169,12 +169,13 @@ class DTensor:
                 local_tensor = torch.empty(0, dtype=local_tensor.dtype)
             return DTensor(local_tensor, device_mesh, placed, global_shape, global_stride)
 
-        mine = None
+        own = None
         if not error:
-            mine = LocalFacts(show(checked[0]), checked[1], str(local_tensor.dtype), coordinate,
-                              tuple(local_tensor.shape))  # fmt: skip
-        facts = verdict.exchange(device_mesh.mesh_group, error, mine)
-        placed, global_shape, global_stride = checked
+            placed, global_shape, _ = checked
+            own = RunCheckFacts(show(placed), global_shape, str(local_tensor.dtype), coordinate,
+                                tuple(local_tensor.shape))  # fmt: skip
+        facts = verdict.exchange(device_mesh.mesh_group, error, own)
+        placed, global_shape, global_stride = checked  # no rank failed, so this one checked
         _check_layout(facts, device_mesh, placed)
         local = local_tensor
         for mesh_dim, placement in enumerate(placed):
@@ -184,7 +185,7 @@ class DTensor:
         return DTensor(local, device_mesh, placed, global_shape, global_stride)
 
 
-class LocalFacts(NamedTuple):
+class RunCheckFacts(NamedTuple):
     """What each rank of ``from_local(run_check=True)`` tells the others."""
 
     placements: str
@@ -195,22 +196,22 @@ class LocalFacts(NamedTuple):
 
 
 def _check_layout(
-    facts: list[LocalFacts], mesh: DeviceMesh, placements: tuple[Placement, ...]
+    facts: list[RunCheckFacts], mesh: DeviceMesh, placements: tuple[Placement, ...]
 ) -> None:
     """DT-API-15, then DT-API-8, on every rank from the same facts, so every rank reaches the
     same verdict."""
     verdict.require_same([f.placements for f in facts], "DT-API-15", "the placements")
     verdict.require_same([f.dtype for f in facts], "DT-API-8", "the local dtype")
     verdict.require_same([f.global_shape for f in facts], "DT-API-8", "the global shape")
-    for _, global_shape, _, coordinate, local_shape in facts:
+    for f in facts:
         wanted = tuple(
-            len(s) for s in index_sequences(global_shape, mesh.shape, placements, coordinate)
+            len(s) for s in index_sequences(f.global_shape, mesh.shape, placements, f.coordinate)
         )
         # DT-API-8
-        if local_shape != wanted:
+        if f.local_shape != wanted:
             raise ValueError(
-                f"[DT-API-8] rank {mesh.rank_at(coordinate)} at {coordinate} passed a local "
-                f"tensor of shape {local_shape}; the layout of {global_shape} gives {wanted}"
+                f"[DT-API-8] rank {mesh.rank_at(f.coordinate)} at {f.coordinate} passed a local "
+                f"tensor of shape {f.local_shape}; the layout of {f.global_shape} gives {wanted}"
             )
 
 
@@ -264,10 +265,10 @@ def distribute_tensor(
         return _partitioned(local, device_mesh, placed, tuple(tensor.shape), tensor.stride())
 
     is_source = error is None and dist.get_rank() == src_data_rank
-    mine = None
+    own = None
     if not error:
-        mine = SourceFacts(show(placed), src_data_rank, _meta(tensor) if is_source else None)
-    facts = verdict.exchange(device_mesh.mesh_group, error, mine)
+        own = SourceFacts(show(placed), src_data_rank, _meta(tensor) if is_source else None)
+    facts = verdict.exchange(device_mesh.mesh_group, error, own)
     verdict.require_same([(f.placements, f.src_data_rank) for f in facts], "DT-API-15",
                          "placements and src_data_rank")  # fmt: skip
     shape, stride, dtype = next(f.source for f in facts if f.source is not None)
