@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 import torch
 
+from reference.chunks import chunk_bounds
 from reference.dtensor.placements import Placement, Shard, StridedShard, normalize
-from reference.layout import chunk_bounds
 
 Positions = Sequence[int]
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from reference.layout import chunk_bounds
+from reference.chunks import chunk_bounds
 from reference.sharded_tensor.metadata import (
     ShardedTensorMetadata,
     ShardMetadata,

@@ -16,7 +16,7 @@ from conformance.fixtures import verify
 from conformance.world import Case, Died, Hung, Returned
 from conformance.world.pool import make_sandbox
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_suite(tmp_path: Path, impl: str, test: str, **env: str) -> tuple[str, dict]:
@@ -27,7 +27,7 @@ def run_suite(tmp_path: Path, impl: str, test: str, **env: str) -> tuple[str, di
          "-p", "no:cacheprovider", "--impl", impl, "--case-timeout", "3",
          "--report-dir", str(tmp_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "tests"), **env},
+        env={**os.environ, "PYTHONPATH": str(ROOT / "tests" / "suite"), **env},
     )  # fmt: skip
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout, json.loads((tmp_path / "rules.json").read_text())["rules"]
@@ -93,7 +93,7 @@ def test_the_sandbox_joins_no_process_group_and_survives_its_faults():
 
 @pytest.fixture(autouse=True)
 def _tasks_importable(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "tests"))
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "suite"))
 
 
 def test_a_rank_fault_that_fires_once_in_a_suite_run_is_one_flaky_failure_of_one_rule(tmp_path):

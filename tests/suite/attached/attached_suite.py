@@ -1,4 +1,5 @@
-"""Run only under a launcher, by tests/test_cli.py: ``torchrun ... -m conformance run <this>``."""
+"""Run only under a launcher, by tests/suite/test_cli.py: ``torchrun ... -m conformance run
+<this>``."""
 
 from hypothesis import given
 from hypothesis import strategies as st

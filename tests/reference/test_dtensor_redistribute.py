@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from dt_tasks import block, global_tensor, logical
-from test_dt_api import assert_raised_everywhere, coordinate_of
+from test_dtensor_api import assert_raised_everywhere, coordinate_of
 
 from conformance.world import Case
 

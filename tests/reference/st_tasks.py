@@ -327,7 +327,8 @@ class Violation(NamedTuple):
     run: Callable[[RankContext, bool], object]
 
 
-# Every validation rule of the ShardedTensor collectives, one case each (tests/test_st_errors.py).
+# Every validation rule of the ShardedTensor collectives, one case each
+# (test_sharded_tensor_errors.py).
 VIOLATIONS = {
     # gather (ST-GATHER-3 to 7)
     "gather_dst_out_of_range": Violation(

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_suite(test_file: str, impl: str) -> str:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests" / "suite")}
     done = subprocess.run(
         [
             sys.executable,
