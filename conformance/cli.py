@@ -213,6 +213,6 @@ def _matrix(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _fixtures(args: argparse.Namespace, extra: list[str]) -> int:
-    from conformance.fixtures.cli import main as fixtures_main
+    from conformance.golden.cli import main as fixtures_main
 
     return fixtures_main(args)

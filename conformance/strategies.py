@@ -56,7 +56,7 @@ def placements(
     if tensor_ndim:
         choices += [f"S({d})" for d in range(-tensor_ndim, tensor_ndim)]
         if strided:
-            choices += [f"_S({d},{k})" for d in range(tensor_ndim) for k in (2, 3)]
+            choices += [f"_S({d}, {k})" for d in range(tensor_ndim) for k in (2, 3)]
     if partial:
         choices.append("P(sum)")
     return draw(st.lists(st.sampled_from(choices), min_size=mesh_ndim, max_size=mesh_ndim))

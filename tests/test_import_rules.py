@@ -1,7 +1,8 @@
-"""The floors of the design, kept by a test: the oracle (written from the spec) never imports the
-reference, and the reference (teaching code) never imports the harness. A verdict checked against
-an oracle that borrowed the reference's code would prove nothing, and a reader of ``reference/``
-should meet only ``torch.distributed``."""
+"""The floors of the design, kept by a test: the vocabulary (the spec's words) imports nothing of
+the project, the oracle (written from the spec) imports only itself and the vocabulary, and the
+reference (teaching code) never imports the harness. A verdict checked against an oracle that
+borrowed the reference's code would prove nothing, and a reader of ``reference/`` should meet
+only ``torch.distributed``."""
 
 from __future__ import annotations
 
@@ -12,11 +13,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# (folder, packages its modules may not import, why)
+PROJECT = ("conformance", "reference", "tests")
+# (folder or module, packages it may not import, the sub-packages excepted, why)
 RULES = [
-    ("conformance/oracle", ("reference",), "the oracle is written from the spec alone"),
-    ("conformance/oracle", ("conformance",), "the oracle imports only itself"),
-    ("reference", ("conformance", "tests"), "the reference never depends on the harness"),
+    ("conformance/vocabulary.py", PROJECT, (), "the vocabulary imports nothing of the project"),
+    ("conformance/oracle", ("reference",), (), "the oracle is written from the spec alone"),
+    (
+        "conformance/oracle",
+        ("conformance",),
+        ("conformance.oracle", "conformance.vocabulary"),
+        "the oracle imports only itself and the vocabulary",
+    ),
+    ("reference", ("conformance", "tests"), (), "the reference never depends on the harness"),
 ]
 
 
@@ -31,22 +39,25 @@ def imported(path: Path) -> set[str]:
     return names
 
 
-def broken(folder: Path, forbidden: tuple[str, ...], allowed: str = "") -> list[str]:
-    """``file: module`` for each import under ``folder`` of a forbidden package (``allowed``, a
-    sub-package, excepted)."""
+def _within(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def broken(where: Path, forbidden: tuple[str, ...], allowed: tuple[str, ...] = ()) -> list[str]:
+    """``file: module`` for each import in ``where`` (a module, or every module under a folder)
+    of a forbidden package, the ``allowed`` sub-packages excepted."""
+    paths = [where] if where.suffix == ".py" else sorted(where.rglob("*.py"))
     return [
-        f"{path.relative_to(folder.parent)}: {name}"
-        for path in sorted(folder.rglob("*.py"))
+        f"{path.relative_to(where.parent)}: {name}"
+        for path in paths
         for name in sorted(imported(path))
-        if any(name == f or name.startswith(f + ".") for f in forbidden)
-        and not (allowed and (name == allowed or name.startswith(allowed + ".")))
+        if _within(name, forbidden) and not _within(name, allowed)
     ]
 
 
-@pytest.mark.parametrize(("folder", "forbidden", "why"), RULES, ids=[r[2] for r in RULES])
-def test_each_floor_imports_only_what_is_below_it(folder, forbidden, why):
-    own = folder.replace("/", ".") if folder.startswith("conformance") else ""
-    assert broken(ROOT / folder, forbidden, own) == [], why
+@pytest.mark.parametrize(("where", "forbidden", "allowed", "why"), RULES, ids=[r[3] for r in RULES])
+def test_each_floor_imports_only_what_is_below_it(where, forbidden, allowed, why):
+    assert broken(ROOT / where, forbidden, allowed) == [], why
 
 
 def test_a_forbidden_import_is_found_however_it_is_written(tmp_path):
@@ -56,8 +67,7 @@ def test_a_forbidden_import_is_found_however_it_is_written(tmp_path):
         "import os\nfrom conformance.world import Case\nimport conformance\n"
         "def f():\n    import conformance.oracle.layout as layout\n"
     )
-    assert broken(folder, ("conformance",)) == [
+    assert broken(folder, ("conformance",), ("conformance.world",)) == [
         "reference/dtensor/bench.py: conformance",
         "reference/dtensor/bench.py: conformance.oracle.layout",
-        "reference/dtensor/bench.py: conformance.world",
     ]

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import torch
 import torch.distributed as dist
 
-from conformance.vocabulary import Shard
+from conformance.vocabulary import ShardBox
 
 CAPABILITIES = {
     "sharded_tensor": "the ShardedTensor family (ST-* rules)",
@@ -46,10 +46,10 @@ class Adapter(Protocol):
 
     def st_chunk_metadata(
         self, global_shape: Sequence[int], dim: int, placements: Sequence[str]
-    ) -> list[Shard]:
+    ) -> list[ShardBox]:
         """*Pure.* The shards a ``ChunkShardingSpec(dim, placements)`` lays out (ST-SPEC)."""
 
-    def st_validate(self, shards: Sequence[Shard], global_shape: Sequence[int]) -> None:
+    def st_validate(self, shards: Sequence[ShardBox], global_shape: Sequence[int]) -> None:
         """*Pure.* Raise if ``shards`` cannot describe a tensor of ``global_shape`` (ST-VALID)."""
 
     def st_shard(
@@ -64,17 +64,17 @@ class Adapter(Protocol):
 
     def st_from_local_shards(
         self,
-        local: Sequence[tuple[torch.Tensor, Shard]],
+        local: Sequence[tuple[torch.Tensor, ShardBox]],
         global_shape: Sequence[int],
         group: dist.ProcessGroup | None,
     ) -> Any:
         """Build a sharded tensor from each rank's own shards (ST-LIFE, ST-VALID)."""
 
-    def st_local_shards(self, st: Any) -> list[tuple[torch.Tensor, Shard]]:
+    def st_local_shards(self, st: Any) -> list[tuple[torch.Tensor, ShardBox]]:
         """This rank's shards, each with its metadata."""
 
     def st_describe(self, st: Any) -> dict[str, Any]:
-        """``{"shape": [...], "dtype": "float32", "shards": [Shard, ...]}`` (global metadata)."""
+        """``{"shape": [...], "dtype": "float32", "shards": [ShardBox, ...]}`` (global metadata)."""
 
     def st_gather(self, st: Any, dst: int, out: torch.Tensor | None) -> None:
         """Gather into ``out`` on ``dst`` (ST-GATHER)."""
@@ -176,5 +176,5 @@ class Adapter(Protocol):
         mesh_ranks: Sequence[int],
         placements: Sequence[str],
         device_type: str,
-    ) -> list[Shard]:
+    ) -> list[ShardBox]:
         """*Pure.* ``to_sharded_metadata``: the layout's boxes (capability ``interop``)."""

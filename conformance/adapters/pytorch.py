@@ -42,36 +42,37 @@ from torch.distributed.tensor import Shard as DShard
 from torch.distributed.tensor._utils import _compute_local_shape_and_global_offset
 from torch.distributed.tensor.placement_types import _StridedShard
 
-from conformance.vocabulary import Shard, parse_placement, shard
+from conformance import vocabulary
+from conformance.vocabulary import ShardBox, shard_box
 
 
 def _to_torch_placement(text: str) -> Placement:
-    p = parse_placement(text)
-    if p.kind == "R":
+    p = vocabulary.parse_placement(text)
+    if isinstance(p, vocabulary.Replicate):
         return Replicate()
-    if p.kind == "S":
-        return DShard(p.dim_or_op)
-    if p.kind == "P":
-        return Partial(p.dim_or_op)
-    return _StridedShard(p.dim_or_op, split_factor=p.split_factor)
+    if isinstance(p, vocabulary.Shard):
+        return DShard(p.dim)
+    if isinstance(p, vocabulary.Partial):
+        return Partial(p.op)
+    return _StridedShard(p.dim, split_factor=p.split_factor)
 
 
 def _from_torch_placement(p: Placement) -> str:
     if isinstance(p, _StridedShard):
-        return f"_S({p.dim}, {p.split_factor})"
+        return str(vocabulary.StridedShard(p.dim, p.split_factor))
     if isinstance(p, DShard):
-        return f"S({p.dim})"
+        return str(vocabulary.Shard(p.dim))
     if isinstance(p, Partial):
-        return f"P({p.reduce_op})"
-    return "R"
+        return str(vocabulary.Partial(p.reduce_op))
+    return str(vocabulary.Replicate())
 
 
-def _to_metadata(s: Shard) -> ShardMetadata:
+def _to_metadata(s: ShardBox) -> ShardMetadata:
     return ShardMetadata(list(s["offsets"]), list(s["sizes"]), s["placement"])
 
 
-def _from_metadata(m: ShardMetadata) -> Shard:
-    return shard(m.shard_offsets, m.shard_sizes, str(m.placement))
+def _from_metadata(m: ShardMetadata) -> ShardBox:
+    return shard_box(m.shard_offsets, m.shard_sizes, str(m.placement))
 
 
 class PyTorchAdapter:
@@ -95,12 +96,12 @@ class PyTorchAdapter:
 
     def st_chunk_metadata(
         self, global_shape: Sequence[int], dim: int, placements: Sequence[str]
-    ) -> list[Shard]:
+    ) -> list[ShardBox]:
         spec = ChunkShardingSpec(dim=dim, placements=list(placements))
         built = spec.build_metadata(torch.Size(global_shape), TensorProperties(dtype=torch.float32))
         return [_from_metadata(m) for m in built.shards_metadata]
 
-    def st_validate(self, shards: Sequence[Shard], global_shape: Sequence[int]) -> None:
+    def st_validate(self, shards: Sequence[ShardBox], global_shape: Sequence[int]) -> None:
         metadata = [_to_metadata(s) for s in shards]
         validate_non_overlapping_shards_metadata(metadata)
         check_tensor(metadata, list(global_shape))
@@ -113,7 +114,7 @@ class PyTorchAdapter:
         shards = [TorchShard(tensor, _to_metadata(meta)) for tensor, meta in local]
         return init_from_local_shards(shards, *global_shape, process_group=group)
 
-    def st_local_shards(self, st: ShardedTensor) -> list[tuple[torch.Tensor, Shard]]:
+    def st_local_shards(self, st: ShardedTensor) -> list[tuple[torch.Tensor, ShardBox]]:
         return [(s.tensor, _from_metadata(s.metadata)) for s in st.local_shards()]
 
     def st_describe(self, st: ShardedTensor) -> dict[str, Any]:
@@ -167,8 +168,8 @@ class PyTorchAdapter:
         # entry points do before calling it; so normalise here, as they would.
         ndim = len(global_shape)
         normalised = [
-            _to_torch_placement(p if not p.startswith("S(-") else f"S({int(p[2:-1]) % ndim})")
-            for p in placements
+            DShard(p.dim % ndim) if type(p) is DShard else p
+            for p in map(_to_torch_placement, placements)
         ]
         shape, offset = _compute_local_shape_and_global_offset(
             list(global_shape), list(mesh_shape), list(coordinate), normalised
@@ -236,7 +237,7 @@ class PyTorchAdapter:
 
     def dt_to_sharded_metadata(
         self, global_shape, dtype, mesh_shape, mesh_ranks, placements, device_type
-    ) -> list[Shard]:
+    ) -> list[ShardBox]:
         raise NotImplementedError("PyTorch 2.13 has no to_sharded_metadata (spec/interop.md)")
 
 

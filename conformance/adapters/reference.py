@@ -8,11 +8,11 @@ from typing import Any
 
 import torch
 
-from conformance.vocabulary import Shard, shard
+from conformance import vocabulary
+from conformance.vocabulary import ShardBox, shard_box
 from reference import dtensor as dt
 from reference import sharded_tensor as st
 from reference.dtensor.interop import to_sharded_metadata
-from reference.dtensor.placements import parse
 from reference.verdict import group_of
 
 _ST_NAMES = (
@@ -23,16 +23,27 @@ _ST_NAMES = (
 )  # fmt: skip
 
 
-def _placements(texts: Sequence[str] | None) -> tuple[Any, ...] | None:
-    return None if texts is None else parse(",".join(texts))
+def _placement(text: str) -> dt.Placement:
+    p = vocabulary.parse_placement(text)
+    if isinstance(p, vocabulary.Shard):
+        return dt.Shard(p.dim)
+    if isinstance(p, vocabulary.StridedShard):
+        return dt.StridedShard(p.dim, p.split_factor)
+    if isinstance(p, vocabulary.Partial):
+        return dt.Partial(p.op)
+    return dt.Replicate()
 
 
-def _to_metadata(s: Shard) -> st.ShardMetadata:
+def _placements(texts: Sequence[str] | None) -> tuple[dt.Placement, ...] | None:
+    return None if texts is None else tuple(map(_placement, texts))
+
+
+def _to_metadata(s: ShardBox) -> st.ShardMetadata:
     return st.ShardMetadata(list(s["offsets"]), list(s["sizes"]), s["placement"])
 
 
-def _from_metadata(m: st.ShardMetadata) -> Shard:
-    return shard(list(m.shard_offsets), list(m.shard_sizes), str(m.placement))
+def _from_metadata(m: st.ShardMetadata) -> ShardBox:
+    return shard_box(list(m.shard_offsets), list(m.shard_sizes), str(m.placement))
 
 
 class ReferenceAdapter:
@@ -56,7 +67,7 @@ class ReferenceAdapter:
 
     # -- ShardedTensor ------------------------------------------------------------------------
 
-    def st_chunk_metadata(self, global_shape, dim, placements) -> list[Shard]:
+    def st_chunk_metadata(self, global_shape, dim, placements) -> list[ShardBox]:
         spec = st.ChunkShardingSpec(dim, list(placements))
         built = spec.build_metadata(torch.Size(global_shape), st.TensorProperties())
         return [_from_metadata(m) for m in built.shards_metadata]
@@ -73,7 +84,7 @@ class ReferenceAdapter:
         shards = [st.Shard(tensor, _to_metadata(meta)) for tensor, meta in local]
         return st.init_from_local_shards(shards, *global_shape, process_group=group)
 
-    def st_local_shards(self, t: st.ShardedTensor) -> list[tuple[torch.Tensor, Shard]]:
+    def st_local_shards(self, t: st.ShardedTensor) -> list[tuple[torch.Tensor, ShardBox]]:
         return [(s.tensor, _from_metadata(s.metadata)) for s in t.local_shards()]
 
     def st_describe(self, t: st.ShardedTensor) -> dict[str, Any]:
@@ -165,7 +176,7 @@ class ReferenceAdapter:
 
     def dt_to_sharded_metadata(
         self, global_shape, dtype, mesh_shape, mesh_ranks, placements, device_type
-    ) -> list[Shard]:
+    ) -> list[ShardBox]:
         mesh = torch.tensor(list(mesh_ranks), dtype=torch.int64).reshape(list(mesh_shape))
         metadata = to_sharded_metadata(
             global_shape, getattr(torch, dtype), mesh, _placements(placements), device_type

@@ -16,16 +16,8 @@ from conformance.oracle.layout import local_shape_and_offset
 from conformance.oracle.mesh import by_rank, coordinate, rank_at
 from conformance.oracle.placements import normalize, placements_verdict
 from conformance.oracle.values import logical_value, place
-from conformance.oracle.vocabulary import (
-    VALID,
-    Mesh,
-    Partial,
-    Placement,
-    Replicate,
-    ShardLike,
-    Verdict,
-    value_error,
-)
+from conformance.oracle.vocabulary import VALID, Verdict, value_error
+from conformance.vocabulary import Mesh, Partial, Placement, Replicate, ShardLike
 
 Shape = tuple[int, ...]
 

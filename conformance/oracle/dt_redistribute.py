@@ -16,15 +16,8 @@ import torch
 from conformance.oracle.mesh import by_rank, coordinates
 from conformance.oracle.placements import normalize, placements_verdict
 from conformance.oracle.values import logical_value, place
-from conformance.oracle.vocabulary import (
-    VALID,
-    Mesh,
-    Partial,
-    Placement,
-    Verdict,
-    unsupported,
-    value_error,
-)
+from conformance.oracle.vocabulary import VALID, Verdict, unsupported, value_error
+from conformance.vocabulary import Mesh, Partial, Placement
 
 INTEGER_DTYPES = ("int64", "bool")
 

@@ -11,15 +11,8 @@ from collections.abc import Iterator, Sequence
 from conformance.oracle.layout import index_sequences, is_interval, local_shape_and_offset
 from conformance.oracle.mesh import coordinates, rank_at
 from conformance.oracle.st_metadata import Properties, ShardMeta, TensorMeta
-from conformance.oracle.vocabulary import (
-    VALID,
-    Mesh,
-    Partial,
-    Placement,
-    Replicate,
-    Verdict,
-    value_error,
-)
+from conformance.oracle.vocabulary import VALID, Verdict, value_error
+from conformance.vocabulary import Mesh, Partial, Placement, Replicate
 
 
 def canonical_coordinates(

@@ -16,14 +16,8 @@ import torch
 
 from conformance.oracle.placements import normalize
 from conformance.oracle.tensors import make_global
-from conformance.oracle.vocabulary import (
-    Partial,
-    Placement,
-    Shard,
-    StridedShard,
-    chunk_bounds,
-    parse_placements,
-)
+from conformance.oracle.vocabulary import chunk_bounds
+from conformance.vocabulary import Partial, Placement, Shard, StridedShard, parse_placements
 
 IndexSequences = tuple[tuple[int, ...], ...]
 

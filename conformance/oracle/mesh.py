@@ -9,7 +9,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 
-from conformance.oracle.vocabulary import VALID, Mesh, Verdict, value_error
+from conformance.oracle.vocabulary import VALID, Verdict, value_error
+from conformance.vocabulary import Mesh
 
 
 def mesh_verdict(mesh: Mesh, world_size: int, dim_names: Sequence[str] | None = None) -> Verdict:

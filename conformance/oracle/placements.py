@@ -11,19 +11,8 @@ from collections.abc import Sequence
 
 import torch
 
-from conformance.oracle.vocabulary import (
-    VALID,
-    Partial,
-    Placement,
-    Shard,
-    ShardLike,
-    StridedShard,
-    Verdict,
-    is_int,
-    normdim,
-    type_error,
-    value_error,
-)
+from conformance.oracle.vocabulary import VALID, Verdict, is_int, normdim, type_error, value_error
+from conformance.vocabulary import Partial, Placement, Shard, ShardLike, StridedShard
 
 REDUCE_OPS = ("sum", "avg", "min", "max", "product")
 

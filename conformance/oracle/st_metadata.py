@@ -15,13 +15,7 @@ from typing import Any
 
 import torch
 
-from conformance.oracle.vocabulary import (
-    VALID,
-    Verdict,
-    is_int,
-    type_error,
-    value_error,
-)
+from conformance.oracle.vocabulary import VALID, Verdict, is_int, type_error, value_error
 
 # -- placement strings (ST-META-5, 6) --------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import torch
 from conformance.oracle.layout import index_sequences, local_tensor, put
 from conformance.oracle.mesh import coordinates
 from conformance.oracle.placements import partial_op, reduce
-from conformance.oracle.vocabulary import Partial, Placement, Replicate
+from conformance.vocabulary import Partial, Placement, Replicate
 
 Coordinate = tuple[int, ...]
 

@@ -18,7 +18,7 @@ from conformance.oracle.layout import source_local
 from conformance.oracle.mesh import by_rank
 from conformance.oracle.placements import normalize, partial_op
 from conformance.oracle.tensors import make_global
-from conformance.oracle.vocabulary import Mesh, parse_placements
+from conformance.vocabulary import Mesh, parse_placements
 from conformance.world import Case
 
 OPS = ["sum", "avg", "min", "max", "product"]

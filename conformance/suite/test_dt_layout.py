@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from conformance import judge
 from conformance import strategies as ss
 from conformance.oracle import layout as oracle
-from conformance.oracle.vocabulary import parse_placements
+from conformance.vocabulary import parse_placements
 
 
 @st.composite

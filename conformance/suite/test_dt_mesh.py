@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from conformance import judge
 from conformance import strategies as ss
 from conformance.oracle import mesh as oracle
-from conformance.oracle.vocabulary import Mesh
+from conformance.vocabulary import Mesh
 from conformance.world import Case
 
 TASK = "conformance.tasks.dtensor:mesh_facts"

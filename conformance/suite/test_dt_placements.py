@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from conformance import judge
 from conformance import strategies as ss
+from conformance import vocabulary as v
 from conformance.oracle import placements as oracle
-from conformance.oracle import vocabulary as v
 from conformance.world import Case
 
 JUNK = [1.5, 2.0, "0", None, True]

@@ -17,7 +17,7 @@ from conformance.oracle.layout import local_tensor, source_local
 from conformance.oracle.mesh import by_rank
 from conformance.oracle.placements import normalize, partial_op
 from conformance.oracle.tensors import make_global
-from conformance.oracle.vocabulary import Mesh, Partial, format_placements, parse_placements
+from conformance.vocabulary import Mesh, Partial, format_placements, parse_placements
 from conformance.world import Case
 
 

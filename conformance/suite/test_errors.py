@@ -12,8 +12,8 @@ from conformance import strategies as ss
 from conformance.oracle import dt_api
 from conformance.oracle.st_metadata import ShardMeta, TensorMeta
 from conformance.oracle.st_validation import layout_verdict
-from conformance.oracle.vocabulary import Mesh, parse_placements
 from conformance.suite.test_st_validation import grid_layouts
+from conformance.vocabulary import Mesh, parse_placements
 from conformance.world import Case, Raised
 from conformance.world.protocol import RULE_ID
 

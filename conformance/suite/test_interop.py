@@ -13,7 +13,8 @@ from conformance.oracle import interop as oracle
 from conformance.oracle.st_metadata import ShardMeta, TensorMeta
 from conformance.oracle.st_sharding_spec import ChunkSpec, chunk_shards
 from conformance.oracle.st_validation import layout_verdict
-from conformance.oracle.vocabulary import VALID, Mesh, parse_placements
+from conformance.oracle.vocabulary import VALID
+from conformance.vocabulary import Mesh, parse_placements
 
 
 @st.composite

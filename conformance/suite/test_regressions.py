@@ -1,12 +1,12 @@
 """Saved regressions (fixtures/regressions/*.json): once-failing Hypothesis cases, replayed on
-every run and judged by the oracle (see conformance.fixtures.regressions)."""
+every run and judged by the oracle (see conformance.golden.regressions)."""
 
 from __future__ import annotations
 
 import pytest
 
 from conformance import judge
-from conformance.fixtures import regressions
+from conformance.golden import regressions
 from conformance.world import Case
 
 SAVED = regressions.load_all()

@@ -12,7 +12,7 @@ from conformance.oracle.layout import source_local
 from conformance.oracle.mesh import coordinate
 from conformance.oracle.placements import normalize
 from conformance.oracle.tensors import make_global
-from conformance.oracle.vocabulary import Mesh, parse_placements
+from conformance.vocabulary import Mesh, parse_placements
 from conformance.world import RankContext
 
 

@@ -29,7 +29,8 @@ from conformance.oracle.tolerance import (
     tolerance,
     within,
 )
-from conformance.oracle.vocabulary import VALID, Mesh, parse_placements, value_error
+from conformance.oracle.vocabulary import VALID, value_error
+from conformance.vocabulary import Mesh, parse_placements
 
 P = parse_placements
 ONE_D_4 = Mesh((4,), (0, 1, 2, 3))

@@ -12,7 +12,8 @@ from conformance.oracle.interop import to_sharded_metadata, to_sharded_metadata_
 from conformance.oracle.st_metadata import ShardMeta, TensorMeta
 from conformance.oracle.st_sharding_spec import ChunkSpec, build_metadata, chunk_shards
 from conformance.oracle.st_validation import layout_verdict
-from conformance.oracle.vocabulary import VALID, Mesh, parse_placements, value_error
+from conformance.oracle.vocabulary import VALID, value_error
+from conformance.vocabulary import Mesh, parse_placements
 
 P = parse_placements
 

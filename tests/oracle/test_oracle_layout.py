@@ -18,15 +18,8 @@ from conformance.oracle.layout import (
 from conformance.oracle.mesh import coordinate, coordinates, dim_group, mesh_verdict, rank_at
 from conformance.oracle.placements import construction_verdict, normalize, placements_verdict
 from conformance.oracle.tensors import make_global
-from conformance.oracle.vocabulary import (
-    VALID,
-    Mesh,
-    Replicate,
-    Shard,
-    StridedShard,
-    parse_placements,
-    value_error,
-)
+from conformance.oracle.vocabulary import VALID, value_error
+from conformance.vocabulary import Mesh, Replicate, Shard, StridedShard, parse_placements
 
 
 def layout(shape, mesh_shape, texts):

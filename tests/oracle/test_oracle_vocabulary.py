@@ -8,14 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conformance.oracle.tensors import make_global
-from conformance.oracle.vocabulary import (
+from conformance.oracle.vocabulary import ceil_div, chunk_bounds
+from conformance.vocabulary import (
     Mesh,
     Partial,
     Replicate,
     Shard,
     StridedShard,
-    ceil_div,
-    chunk_bounds,
     parse_placement,
     parse_placements,
 )

@@ -12,7 +12,7 @@ import pytest
 
 from conformance.adapters.reference import ADAPTER as REFERENCE
 from conformance.cli import main
-from conformance.fixtures import ROOT, check, generate, regressions, verify
+from conformance.golden import ROOT, check, generate, regressions, verify
 
 SCHEMAS = ROOT / "schema"
 

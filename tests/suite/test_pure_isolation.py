@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.fixtures import verify
+from conformance.golden import verify
 from conformance.world import Case, Died, Hung, Returned
 from conformance.world.pool import make_sandbox
 
