@@ -147,3 +147,20 @@ class ShardBox(TypedDict):
 
 def shard_box(offsets: list[int], sizes: list[int], placement: str) -> ShardBox:
     return {"offsets": list(offsets), "sizes": list(sizes), "placement": placement}
+
+
+def properties_data(properties: Any) -> dict[str, Any]:
+    """A ``TensorProperties`` as data, each torch value by its name: ``{"dtype": "float32",
+    "layout": "strided", "requires_grad": False, "memory_format": "contiguous_format",
+    "pin_memory": False}``."""
+
+    def name(value: object) -> str:
+        return str(value).removeprefix("torch.")
+
+    return {
+        "dtype": name(properties.dtype),
+        "layout": name(properties.layout),
+        "requires_grad": properties.requires_grad,
+        "memory_format": name(properties.memory_format),
+        "pin_memory": properties.pin_memory,
+    }

@@ -1,9 +1,17 @@
 """The adapter contract: what an implementation provides so the suite can judge it.
 
-An adapter is thin: it translates the suite's neutral vocabulary (``conformance.vocabulary``:
-placement strings, shard dicts, plain shapes) into the implementation's own types and back, and
-declares which capabilities it claims. It holds no logic of its own; a rule the implementation
-breaks must not be papered over here.
+An adapter is the only door to an implementation: tasks reach it through these methods alone
+(``tests/suite/test_adapter_contract.py`` keeps them to it). It is thin: it translates the
+suite's vocabulary (``conformance.vocabulary``: placement strings, ``ShardBox`` dicts, plain
+shapes) into the implementation's own types and back, and declares which capabilities it
+claims. It holds no logic of its own; a rule the implementation breaks must not be papered over
+here.
+
+Two kinds of method serve the two kinds of rule. Most rules are about what happens to data
+(layouts, gathers, redistributions): their methods take and return the vocabulary. Some rules
+are about the implementation's objects themselves (``ShardMetadata`` equality, what pickling
+keeps, what ``size()`` returns: ST-META, ST-LIFE, ST-FLAT): their methods build those objects,
+and the objects follow the PyTorch-shaped protocols below (``ShardedTensorLike``, ...).
 
 Methods run on the ranks of a world (inside a case), except the ones marked *pure*, which run in
 the sandbox, a child process with no process group (``conformance.tasks.pure``). A method
@@ -35,14 +43,74 @@ CAPABILITIES = {
 }
 
 
-class Adapter(Protocol):
-    name: str
-    capabilities: frozenset[str]
-    # Optional: the implementation's version ("2.13.0+cpu"). It appears in the run's header, and
-    # a registered adapter's known failures are chosen by it (conformance/known_failures.py).
-    release: str
+# -- the implementation's ShardedTensor objects, as the object rules see them --------------------
 
-    # -- ShardedTensor ------------------------------------------------------------------------
+
+class RemoteDeviceLike(Protocol):
+    """A shard's placement (``"rank:1/cpu"``): ``==``, ``hash``, ``str`` (ST-META-4 to 7)."""
+
+    def rank(self) -> int | None: ...
+
+    def device(self) -> torch.device: ...
+
+
+class ShardMetadataLike(Protocol):
+    """One shard's box and placement (ST-META-1 to 3): ``==``, ``hash``, pickling."""
+
+    shard_offsets: list[int]
+    shard_sizes: list[int]
+    placement: RemoteDeviceLike
+
+
+class LocalShardLike(Protocol):
+    """A rank's own shard: its tensor and its metadata."""
+
+    tensor: torch.Tensor
+    metadata: ShardMetadataLike
+
+
+class ShardedTensorMetadataLike(Protocol):
+    """The global metadata (ST-META-8 to 12): ``==`` and pickling."""
+
+    shards_metadata: list[ShardMetadataLike]
+    size: torch.Size
+    tensor_properties: Any
+
+
+class ShardingSpecLike(Protocol):
+    def build_metadata(
+        self, tensor_sizes: torch.Size, tensor_properties: Any
+    ) -> ShardedTensorMetadataLike: ...
+
+
+class ShardedTensorLike(Protocol):
+    """A sharded tensor (ST-LIFE, ST-GATHER, ST-RESHARD); it also pickles (``torch.save``)."""
+
+    dtype: torch.dtype
+
+    def metadata(self) -> ShardedTensorMetadataLike: ...
+
+    def local_shards(self) -> list[LocalShardLike]: ...
+
+    def local_tensor(self) -> torch.Tensor: ...
+
+    def size(self, dim: int | None = None) -> Any: ...
+
+    def dim(self) -> int: ...
+
+    def gather(self, dst: int = 0, out: torch.Tensor | None = None) -> None: ...
+
+    def reshard(self, resharding_spec: ShardingSpecLike) -> ShardedTensorLike: ...
+
+    def to(self, *args: Any, **kwargs: Any) -> ShardedTensorLike: ...
+
+    def cpu(self) -> ShardedTensorLike: ...
+
+    def clone(self) -> ShardedTensorLike: ...
+
+
+class ShardedTensorAdapter(Protocol):
+    """The ShardedTensor family (capability ``sharded_tensor``)."""
 
     def st_chunk_metadata(
         self, global_shape: Sequence[int], dim: int, placements: Sequence[str]
@@ -74,7 +142,9 @@ class Adapter(Protocol):
         """This rank's shards, each with its metadata."""
 
     def st_describe(self, st: Any) -> dict[str, Any]:
-        """``{"shape": [...], "dtype": "float32", "shards": [ShardBox, ...]}`` (global metadata)."""
+        """The global metadata as data, spelled as ``ShardedTensorMetadata`` names its parts:
+        ``{"shards": [ShardBox, ...], "size": [...], "properties": properties_data(...)}``
+        (``conformance.vocabulary.properties_data``)."""
 
     def st_gather(self, st: Any, dst: int, out: torch.Tensor | None) -> None:
         """Gather into ``out`` on ``dst`` (ST-GATHER)."""
@@ -82,28 +152,76 @@ class Adapter(Protocol):
     def st_reshard(self, st: Any, dim: int, placements: Sequence[str]) -> Any:
         """The tensor re-laid out by ``ChunkShardingSpec(dim, placements)`` (ST-RESHARD)."""
 
-    def st_api(self) -> Any:
-        """*Pure.* The implementation's own ShardedTensor API, for rules about its objects and
-        arguments (ST-META, ST-LIFE, ST-FLAT, ST-RESHARD-7/9), as a namespace of these names:
+    # Object rules: each method builds one of the implementation's objects from arguments passed
+    # as given (the suite passes bad ones on purpose), and raises what the implementation raises.
 
-        - ``ShardMetadata``, ``TensorProperties``, ``ShardedTensorMetadata``,
-          ``MEM_FORMAT_ENCODING``, ``Shard``, ``ChunkShardingSpec``, ``EnumerableShardingSpec``,
-          ``ShardingSpec``, ``ShardedTensor`` (the classes);
-        - ``placement(text)``: a parsed placement (``rank()``, ``device()``, ``str()``);
-        - ``empty``, ``zeros``, ``ones``, ``full`` (``full(spec, size, fill_value, ...)``);
-        - ``shard(tensor, spec, src_rank, process_group)``;
-        - ``init_from_local_shards(local_shards, *size, process_group)``;
-        - ``init_from_local_shards_and_global_metadata(local_shards, metadata, process_group)``;
-        - ``flatten(state_dict)``: the flattening of nested sharded tensors (ST-FLAT);
-        - ``nest(local_shards, metadata, process_group)``: a sharded tensor whose local shards'
-          tensors are sharded tensors themselves (the 2-D nesting ST-FLAT flattens).
+    def st_remote_device(self, text: Any) -> RemoteDeviceLike:
+        """*Pure.* A placement read from ``text`` (``"rank:0/cpu"``), as ``ShardMetadata`` reads
+        it."""
 
-        Sharded tensors expose ``metadata()``, ``local_shards()``, ``local_tensor()``,
-        ``size()``, ``dim()``, ``dtype``, ``sharding_spec()``, ``gather(dst, out)``,
-        ``reshard(spec)``, ``to(dtype)``, ``cpu()``, ``clone()`` and pickle (ST-LIFE).
-        """
+    def st_shard_metadata(self, offsets: Any, sizes: Any, placement: Any) -> ShardMetadataLike:
+        """*Pure.* ``ShardMetadata(offsets, sizes, placement)``."""
 
-    # -- DTensor ------------------------------------------------------------------------------
+    def st_tensor_properties(self, **fields: Any) -> Any:
+        """*Pure.* ``TensorProperties(**fields)``: ``dtype``, ``layout``, ``requires_grad``,
+        ``memory_format``, ``pin_memory``; it must support ``==``, ``__getstate__`` and pickling
+        (ST-META-8, 9)."""
+
+    def st_memory_format_encoding(self) -> type:
+        """*Pure.* The enum type ``TensorProperties.__getstate__`` encodes memory formats with
+        (ST-META-9)."""
+
+    def st_sharded_tensor_metadata(self, *args: Any) -> ShardedTensorMetadataLike:
+        """*Pure.* ``ShardedTensorMetadata(shards, size, properties)``, or with no arguments."""
+
+    def st_chunk_spec(self, dim: Any, placements: Sequence[Any]) -> ShardingSpecLike:
+        """*Pure.* ``ChunkShardingSpec(dim, placements)`` (ST-SPEC)."""
+
+    def st_enumerable_spec(self, shards: Sequence[ShardMetadataLike]) -> ShardingSpecLike:
+        """*Pure.* ``EnumerableShardingSpec(shards)`` (ST-SPEC)."""
+
+    def st_local_shard(self, tensor: torch.Tensor, metadata: ShardMetadataLike) -> LocalShardLike:
+        """*Pure.* ``Shard(tensor, metadata)``: a local shard to build a tensor from."""
+
+    def st_create(self, fill: str, spec: Any, *args: Any, **options: Any) -> ShardedTensorLike:
+        """``fill(spec, *args, **options)``, ``fill`` one of ``empty``, ``zeros``, ``ones``,
+        ``full``; ``args`` as the function takes them (the size as one sequence or dim by dim;
+        ``full``: the size, then the fill value); ``options``: ``dtype``, ``layout``,
+        ``memory_format``, ``requires_grad``, ``process_group`` (ST-LIFE-1 to 6)."""
+
+    def st_shard_by_spec(
+        self, tensor: torch.Tensor, spec: Any, src_rank: Any, group: dist.ProcessGroup | None
+    ) -> ShardedTensorLike:
+        """``shard(tensor, spec, src_rank, process_group)`` with any sharding spec (ST-LIFE)."""
+
+    def st_init_from_local_shards(
+        self, shards: Sequence[LocalShardLike], *size: Any, group: dist.ProcessGroup | None
+    ) -> ShardedTensorLike:
+        """``init_from_local_shards(shards, *size, process_group)`` (ST-LIFE, ST-VALID)."""
+
+    def st_init_from_global_metadata(
+        self,
+        shards: Sequence[LocalShardLike],
+        metadata: ShardedTensorMetadataLike,
+        group: dist.ProcessGroup | None,
+    ) -> ShardedTensorLike:
+        """``init_from_local_shards_and_global_metadata`` (ST-LIFE, ST-VALID)."""
+
+    def st_nest(
+        self,
+        shards: Sequence[LocalShardLike],
+        metadata: ShardedTensorMetadataLike,
+        group: dist.ProcessGroup | None,
+    ) -> ShardedTensorLike:
+        """A sharded tensor whose local shards' tensors are sharded tensors themselves: the 2-D
+        nesting ST-FLAT flattens."""
+
+    def st_flatten(self, state_dict: dict[str, Any]) -> dict[str, Any]:
+        """The state dict with nested sharded tensors flattened (ST-FLAT)."""
+
+
+class DTensorAdapter(Protocol):
+    """The DeviceMesh/DTensor family (capability ``dtensor``)."""
 
     def dt_mesh(
         self,
@@ -178,3 +296,14 @@ class Adapter(Protocol):
         device_type: str,
     ) -> list[ShardBox]:
         """*Pure.* ``to_sharded_metadata``: the layout's boxes (capability ``interop``)."""
+
+
+class Adapter(ShardedTensorAdapter, DTensorAdapter, Protocol):
+    """An implementation under the contract: both families' methods; a method of a family it
+    does not claim may raise ``NotImplementedError``."""
+
+    name: str
+    capabilities: frozenset[str]
+    # Optional: the implementation's version ("2.13.0+cpu"). It appears in the run's header, and
+    # a registered adapter's known failures are chosen by it (conformance/known_failures.py).
+    release: str

@@ -13,7 +13,6 @@ does that of ``torch._dynamo``, which DeviceMesh sub-meshes and DTensor load laz
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -28,7 +27,6 @@ from torch.distributed._shard.sharded_tensor.metadata import TensorProperties
 from torch.distributed._shard.sharding_spec import (
     ChunkShardingSpec,
     EnumerableShardingSpec,
-    ShardingSpec,
 )
 from torch.distributed._shard.sharding_spec._internals import (
     check_tensor,
@@ -43,7 +41,7 @@ from torch.distributed.tensor._utils import _compute_local_shape_and_global_offs
 from torch.distributed.tensor.placement_types import _StridedShard
 
 from conformance import vocabulary
-from conformance.vocabulary import ShardBox, shard_box
+from conformance.vocabulary import ShardBox, properties_data, shard_box
 
 
 def _to_torch_placement(text: str) -> Placement:
@@ -108,7 +106,7 @@ class PyTorchAdapter:
 
     def st_shard(self, tensor, dim, placements, src_rank, group) -> ShardedTensor:
         spec = ChunkShardingSpec(dim=dim, placements=list(placements))
-        return _shard_tensor(tensor, spec, src_rank=src_rank, process_group=group)
+        return self.st_shard_by_spec(tensor, spec, src_rank, group)
 
     def st_from_local_shards(self, local, global_shape, group) -> ShardedTensor:
         shards = [TorchShard(tensor, _to_metadata(meta)) for tensor, meta in local]
@@ -120,8 +118,8 @@ class PyTorchAdapter:
     def st_describe(self, st: ShardedTensor) -> dict[str, Any]:
         metadata = st.metadata()
         return {
-            "shape": list(metadata.size),
-            "dtype": str(metadata.tensor_properties.dtype).removeprefix("torch."),
+            "size": list(metadata.size),
+            "properties": properties_data(metadata.tensor_properties),
             "shards": [_from_metadata(m) for m in metadata.shards_metadata],
         }
 
@@ -131,30 +129,51 @@ class PyTorchAdapter:
     def st_reshard(self, st: ShardedTensor, dim: int, placements: Sequence[str]) -> ShardedTensor:
         return st.reshard(ChunkShardingSpec(dim=dim, placements=list(placements)))
 
-    def st_api(self) -> SimpleNamespace:
-        return SimpleNamespace(
-            ShardMetadata=ShardMetadata,
-            TensorProperties=metadata.TensorProperties,
-            ShardedTensorMetadata=metadata.ShardedTensorMetadata,
-            MEM_FORMAT_ENCODING=metadata.MEM_FORMAT_ENCODING,
-            Shard=TorchShard,
-            ChunkShardingSpec=ChunkShardingSpec,
-            EnumerableShardingSpec=EnumerableShardingSpec,
-            ShardingSpec=ShardingSpec,
-            ShardedTensor=ShardedTensor,
-            placement=_remote_device,
-            empty=sharded.empty,
-            zeros=sharded.zeros,
-            ones=sharded.ones,
-            full=sharded.full,
-            shard=_shard_tensor,
-            init_from_local_shards=init_from_local_shards,
-            init_from_local_shards_and_global_metadata=(
-                ShardedTensor._init_from_local_shards_and_global_metadata
-            ),
-            flatten=_flatten_sharded_tensors,
-            nest=ShardedTensor._init_from_local_shards_and_global_metadata,
+    def st_remote_device(self, text) -> _remote_device:
+        return _remote_device(text)
+
+    def st_shard_metadata(self, offsets, sizes, placement) -> ShardMetadata:
+        return ShardMetadata(offsets, sizes, placement)
+
+    def st_tensor_properties(self, **fields) -> TensorProperties:
+        return TensorProperties(**fields)
+
+    def st_memory_format_encoding(self) -> type:
+        return metadata.MEM_FORMAT_ENCODING
+
+    def st_sharded_tensor_metadata(self, *args) -> metadata.ShardedTensorMetadata:
+        return metadata.ShardedTensorMetadata(*args)
+
+    def st_chunk_spec(self, dim, placements) -> ChunkShardingSpec:
+        return ChunkShardingSpec(dim, placements)
+
+    def st_enumerable_spec(self, shards) -> EnumerableShardingSpec:
+        return EnumerableShardingSpec(shards)
+
+    def st_local_shard(self, tensor, metadata) -> TorchShard:
+        return TorchShard(tensor, metadata)
+
+    def st_create(self, fill, spec, *args, **options) -> ShardedTensor:
+        return getattr(sharded, fill)(spec, *args, **options)
+
+    def st_shard_by_spec(self, tensor, spec, src_rank, group) -> ShardedTensor:
+        return _shard_tensor(tensor, spec, src_rank=src_rank, process_group=group)
+
+    def st_init_from_local_shards(self, shards, *size, group) -> ShardedTensor:
+        return init_from_local_shards(shards, *size, process_group=group)
+
+    def st_init_from_global_metadata(self, shards, metadata, group) -> ShardedTensor:
+        return ShardedTensor._init_from_local_shards_and_global_metadata(
+            shards, metadata, process_group=group
         )
+
+    def st_nest(self, shards, metadata, group) -> ShardedTensor:
+        return ShardedTensor._init_from_local_shards_and_global_metadata(
+            shards, metadata, process_group=group
+        )
+
+    def st_flatten(self, state_dict):
+        return _flatten_sharded_tensors(state_dict)
 
     # -- DTensor ------------------------------------------------------------------------------
 

@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import SimpleNamespace
 from typing import Any
 
 import torch
 
 from conformance import vocabulary
-from conformance.vocabulary import ShardBox, shard_box
+from conformance.vocabulary import ShardBox, properties_data, shard_box
 from reference import dtensor as dt
 from reference import sharded_tensor as st
 from reference.dtensor.interop import to_sharded_metadata
 from reference.verdict import group_of
-
-_ST_NAMES = (
-    "ShardMetadata", "TensorProperties", "ShardedTensorMetadata", "MEM_FORMAT_ENCODING", "Shard",
-    "ChunkShardingSpec", "EnumerableShardingSpec", "ShardingSpec", "ShardedTensor", "empty",
-    "zeros", "ones", "full", "shard", "init_from_local_shards",
-    "init_from_local_shards_and_global_metadata",
-)  # fmt: skip
 
 
 def _placement(text: str) -> dt.Placement:
@@ -78,7 +70,7 @@ class ReferenceAdapter:
 
     def st_shard(self, tensor, dim, placements, src_rank, group) -> st.ShardedTensor:
         spec = st.ChunkShardingSpec(dim, list(placements))
-        return st.shard(tensor, spec, src_rank=src_rank, process_group=group)
+        return self.st_shard_by_spec(tensor, spec, src_rank, group)
 
     def st_from_local_shards(self, local, global_shape, group) -> st.ShardedTensor:
         shards = [st.Shard(tensor, _to_metadata(meta)) for tensor, meta in local]
@@ -90,8 +82,8 @@ class ReferenceAdapter:
     def st_describe(self, t: st.ShardedTensor) -> dict[str, Any]:
         metadata = t.metadata()
         return {
-            "shape": list(metadata.size),
-            "dtype": str(metadata.tensor_properties.dtype).removeprefix("torch."),
+            "size": list(metadata.size),
+            "properties": properties_data(metadata.tensor_properties),
             "shards": [_from_metadata(m) for m in metadata.shards_metadata],
         }
 
@@ -101,15 +93,47 @@ class ReferenceAdapter:
     def st_reshard(self, t: st.ShardedTensor, dim, placements) -> st.ShardedTensor:
         return t.reshard(st.ChunkShardingSpec(dim, list(placements)))
 
-    def st_api(self) -> SimpleNamespace:
-        return SimpleNamespace(
-            **{name: getattr(st, name) for name in _ST_NAMES},
-            placement=st.Placement,
-            flatten=st.flatten_sharded_tensors,
-            nest=lambda shards, metadata, process_group=None: st.ShardedTensor(
-                metadata, list(shards), group_of(process_group)
-            ),
-        )
+    def st_remote_device(self, text):
+        return st.Placement(text)
+
+    def st_shard_metadata(self, offsets, sizes, placement) -> st.ShardMetadata:
+        return st.ShardMetadata(offsets, sizes, placement)
+
+    def st_tensor_properties(self, **fields) -> st.TensorProperties:
+        return st.TensorProperties(**fields)
+
+    def st_memory_format_encoding(self) -> type:
+        return st.MEM_FORMAT_ENCODING
+
+    def st_sharded_tensor_metadata(self, *args) -> st.ShardedTensorMetadata:
+        return st.ShardedTensorMetadata(*args)
+
+    def st_chunk_spec(self, dim, placements) -> st.ChunkShardingSpec:
+        return st.ChunkShardingSpec(dim, placements)
+
+    def st_enumerable_spec(self, shards) -> st.EnumerableShardingSpec:
+        return st.EnumerableShardingSpec(shards)
+
+    def st_local_shard(self, tensor, metadata) -> st.Shard:
+        return st.Shard(tensor, metadata)
+
+    def st_create(self, fill, spec, *args, **options) -> st.ShardedTensor:
+        return getattr(st, fill)(spec, *args, **options)
+
+    def st_shard_by_spec(self, tensor, spec, src_rank, group) -> st.ShardedTensor:
+        return st.shard(tensor, spec, src_rank=src_rank, process_group=group)
+
+    def st_init_from_local_shards(self, shards, *size, group) -> st.ShardedTensor:
+        return st.init_from_local_shards(shards, *size, process_group=group)
+
+    def st_init_from_global_metadata(self, shards, metadata, group) -> st.ShardedTensor:
+        return st.init_from_local_shards_and_global_metadata(shards, metadata, process_group=group)
+
+    def st_nest(self, shards, metadata, group) -> st.ShardedTensor:
+        return st.ShardedTensor(metadata, list(shards), group_of(group))
+
+    def st_flatten(self, state_dict):
+        return st.flatten_sharded_tensors(state_dict)
 
     # -- DTensor ------------------------------------------------------------------------------
 

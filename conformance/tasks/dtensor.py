@@ -1,4 +1,5 @@
-"""Rank tasks for the DeviceMesh/DTensor family."""
+"""Rank tasks for the DeviceMesh/DTensor family: each makes its calls through the adapter, with
+inputs built from the case by ``codec``, and reports what it saw as data; the driver judges."""
 
 from __future__ import annotations
 
@@ -7,12 +8,8 @@ from typing import Any
 import torch
 
 from conformance import adapters
-from conformance.oracle.dt_api import contiguous_stride
-from conformance.oracle.layout import source_local
-from conformance.oracle.mesh import coordinate
-from conformance.oracle.placements import normalize
-from conformance.oracle.tensors import make_global
-from conformance.vocabulary import Mesh, parse_placements
+from conformance.tasks import codec
+from conformance.tasks.codec import contiguous_stride, make_global
 from conformance.world import RankContext
 
 
@@ -87,13 +84,6 @@ def mesh_facts(
         facts["groups"] = [[list(g), local] for g, local in groups]
         facts["named"] = {n: adapter.dt_mesh_named(device_mesh, n) for n in names or ()}
     return facts
-
-
-def _local_input(ctx, shape, dtype, seed, mesh_shape, mesh_ranks, placements) -> torch.Tensor:
-    coord = coordinate(Mesh(tuple(mesh_shape), tuple(mesh_ranks)), ctx.rank)
-    if coord is None:
-        return make_global(shape, dtype, seed).to(ctx.device)
-    return source_local(shape, dtype, seed, mesh_shape, placements, coord).to(ctx.device)
 
 
 def with_placements(
@@ -184,7 +174,8 @@ def from_local(
     it is unspecified for locals that do not form the layout) and whether the input survived."""
     adapter = adapters.load(impl)
     device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
-    local = _local_input(ctx, shape, dtype, seed, mesh_shape, mesh_ranks, placements)
+    local = codec.local_input(ctx.rank, shape, dtype, seed, mesh_shape, mesh_ranks, placements)
+    local = local.to(ctx.device)
     if fault and fault["rank"] in (ctx.rank, None):
         local = _faulty(local, fault["kind"], ctx.rank)
     before = local.clone()
@@ -229,10 +220,11 @@ def partial_redistribute(
     """Build the source with ``from_local`` (``source_local`` per coordinate, ``run_check=False``,
     global shape and stride given), redistribute to ``target`` (on the mesh of the reversed rank
     list if ``other_mesh``); report the new local, metadata, ``full_tensor`` (if ``full``) and
-    whether the source DTensor survived."""
+    the source DTensor's local tensor and placements after the call."""
     adapter = adapters.load(impl)
     device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
-    local = _local_input(ctx, shape, dtype, seed, mesh_shape, mesh_ranks, source)
+    local = codec.local_input(ctx.rank, shape, dtype, seed, mesh_shape, mesh_ranks, source)
+    local = local.to(ctx.device)
     stride = contiguous_stride(shape)
     dt = adapter.dt_from_local(local, device_mesh, source, False, shape, stride)
     held = adapter.dt_to_local(dt).clone()
@@ -242,10 +234,6 @@ def partial_redistribute(
         "local": adapter.dt_to_local(moved).clone(),
         "describe": adapter.dt_describe(moved),
         "full": adapter.dt_full_tensor(moved) if full else None,
-        "source_unchanged": bool(torch.equal(adapter.dt_to_local(dt), held))
-        and adapter.dt_describe(dt)["placements"] == _formatted(source, len(shape)),
+        "source_local_unchanged": bool(torch.equal(adapter.dt_to_local(dt), held)),
+        "source_placements": adapter.dt_describe(dt)["placements"],
     }
-
-
-def _formatted(placements: list[str], ndim: int) -> list[str]:
-    return [str(p) for p in normalize(parse_placements(placements), ndim)]

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from conformance import adapters
+from conformance.tasks import codec
 from conformance.world import Case, RankContext
 
 
@@ -81,9 +82,9 @@ def chunk_metadata(
 
 def chunk_spec_build(ctx: RankContext, impl: str, dim: Any, placements: list[str]) -> None:
     """``ChunkShardingSpec(dim, placements).build_metadata((4, 4))``, as given (any ``dim``)."""
-    api = adapters.load(impl).st_api()
-    api.ChunkShardingSpec(dim, placements).build_metadata(
-        torch.Size([4, 4]), api.TensorProperties(dtype=torch.float32)
+    adapter = adapters.load(impl)
+    adapter.st_chunk_spec(dim, placements).build_metadata(
+        torch.Size([4, 4]), adapter.st_tensor_properties(dtype=torch.float32)
     )
 
 
@@ -93,8 +94,8 @@ def validate(ctx: RankContext, impl: str, shards: list[dict], shape: list[int]) 
 
 def enumerable_spec(ctx: RankContext, impl: str, boxes: list[list[Any]]) -> None:
     """``EnumerableShardingSpec`` of ``[offsets, sizes, placement]`` boxes."""
-    api = adapters.load(impl).st_api()
-    api.EnumerableShardingSpec([api.ShardMetadata(o, s, p) for o, s, p in boxes])
+    adapter = adapters.load(impl)
+    adapter.st_enumerable_spec([adapter.st_shard_metadata(o, s, p) for o, s, p in boxes])
 
 
 def enumerable_spec_build(
@@ -102,10 +103,10 @@ def enumerable_spec_build(
 ) -> dict[str, Any]:
     """``build_metadata`` of an ``EnumerableShardingSpec``: does the result keep the spec's
     shards in order, the size and the properties given?"""
-    api = adapters.load(impl).st_api()
-    made = [api.ShardMetadata(o, s, p) for o, s, p in boxes]
-    props = api.TensorProperties(dtype=torch.float32)
-    built = api.EnumerableShardingSpec(made).build_metadata(torch.Size(shape), props)
+    adapter = adapters.load(impl)
+    made = [adapter.st_shard_metadata(o, s, p) for o, s, p in boxes]
+    props = adapter.st_tensor_properties(dtype=torch.float32)
+    built = adapter.st_enumerable_spec(made).build_metadata(torch.Size(shape), props)
     return {
         "shards": [str(m) for m in built.shards_metadata],
         "shards_as_given": list(built.shards_metadata) == made,
@@ -117,48 +118,32 @@ def enumerable_spec_build(
 # -- ShardedTensor: metadata ------------------------------------------------------------------
 
 
-def _placement_arg(value: Any) -> Any:
-    if isinstance(value, dict) and set(value) == {"torch.device"}:
-        return torch.device(value["torch.device"])
-    return value
-
-
 def shard_metadata(
     ctx: RankContext, impl: str, offsets: list[Any], sizes: list[Any], placement: Any
 ) -> dict[str, Any]:
-    made = adapters.load(impl).st_api().ShardMetadata(offsets, sizes, _placement_arg(placement))
+    made = adapters.load(impl).st_shard_metadata(offsets, sizes, codec.placement_arg(placement))
     return {"offsets": len(made.shard_offsets), "sizes": list(made.shard_sizes)}
 
 
 def remote_device(ctx: RankContext, impl: str, text: str) -> dict[str, Any]:
     """A placement string as the implementation reads it: rank, device and how it prints."""
-    parsed = adapters.load(impl).st_api().placement(text)
+    parsed = adapters.load(impl).st_remote_device(text)
     return {"rank": parsed.rank(), "device": str(parsed.device()), "str": str(parsed)}
 
 
 def remote_devices_equal(ctx: RankContext, impl: str, a: str, b: str) -> bool:
-    api = adapters.load(impl).st_api()
-    return api.placement(a) == api.placement(b)
+    adapter = adapters.load(impl)
+    return adapter.st_remote_device(a) == adapter.st_remote_device(b)
 
 
 def shard_metadata_equal(
     ctx: RankContext, impl: str, left: list[Any], right: list[Any]
 ) -> dict[str, bool]:
     """``ShardMetadata`` of tuples (``left``) against one of lists (``right``)."""
-    api = adapters.load(impl).st_api()
-    a = api.ShardMetadata(tuple(left[0]), tuple(left[1]), left[2])
-    b = api.ShardMetadata(list(right[0]), list(right[1]), right[2])
+    adapter = adapters.load(impl)
+    a = adapter.st_shard_metadata(tuple(left[0]), tuple(left[1]), left[2])
+    b = adapter.st_shard_metadata(list(right[0]), list(right[1]), right[2])
     return {"eq": a == b, "hash_eq": hash(a) == hash(b)}
-
-
-def _properties(api: Any, props: dict[str, Any]) -> Any:
-    return api.TensorProperties(
-        dtype=getattr(torch, props["dtype"]),
-        layout=getattr(torch, props["layout"]),
-        requires_grad=props["requires_grad"],
-        memory_format=getattr(torch, props["memory_format"]),
-        pin_memory=props["pin_memory"],
-    )
 
 
 def tensor_properties_defaults(ctx: RankContext, impl: str, default_dtype: str) -> dict[str, Any]:
@@ -166,7 +151,7 @@ def tensor_properties_defaults(ctx: RankContext, impl: str, default_dtype: str) 
     before = torch.get_default_dtype()
     try:
         torch.set_default_dtype(getattr(torch, default_dtype))
-        props = adapters.load(impl).st_api().TensorProperties()
+        props = adapters.load(impl).st_tensor_properties()
     finally:
         torch.set_default_dtype(before)
     names = ("dtype", "layout", "requires_grad", "memory_format", "pin_memory")
@@ -175,8 +160,8 @@ def tensor_properties_defaults(ctx: RankContext, impl: str, default_dtype: str) 
 
 def tensor_properties_state(ctx: RankContext, impl: str, props: dict[str, Any]) -> dict[str, Any]:
     """``__getstate__`` of ``TensorProperties``, and whether it survives pickling."""
-    api = adapters.load(impl).st_api()
-    made = _properties(api, props)
+    adapter = adapters.load(impl)
+    made = codec.properties(adapter, props)
     dtype, layout, requires_grad, encoding, pin_memory = made.__getstate__()
     return {
         "state": [
@@ -186,14 +171,14 @@ def tensor_properties_state(ctx: RankContext, impl: str, props: dict[str, Any]) 
             encoding.value,
             pin_memory,
         ],
-        "encoding_is_the_table": type(encoding) is api.MEM_FORMAT_ENCODING,
+        "encoding_is_the_table": type(encoding) is adapter.st_memory_format_encoding(),
         "pickle_round_trip": pickle.loads(pickle.dumps(made)) == made,
     }
 
 
 def pickle_tensor_properties(ctx: RankContext, impl: str, memory_format: str) -> None:
-    api = adapters.load(impl).st_api()
-    pickle.dumps(api.TensorProperties(memory_format=getattr(torch, memory_format)))
+    adapter = adapters.load(impl)
+    pickle.dumps(adapter.st_tensor_properties(memory_format=getattr(torch, memory_format)))
 
 
 def sharded_tensor_metadata(
@@ -205,12 +190,16 @@ def sharded_tensor_metadata(
 ) -> dict[str, Any]:
     """``ShardedTensorMetadata`` of ``boxes``: what it keeps, how it pickles, and whether it
     equals the same metadata with its shards reversed."""
-    api = adapters.load(impl).st_api()
-    shards = [api.ShardMetadata(o, s, p) for o, s, p in boxes]
-    meta = api.ShardedTensorMetadata(shards, torch.Size(size), _properties(api, props))
+    adapter = adapters.load(impl)
+    shards = [adapter.st_shard_metadata(o, s, p) for o, s, p in boxes]
+    meta = adapter.st_sharded_tensor_metadata(
+        shards, torch.Size(size), codec.properties(adapter, props)
+    )
     back = pickle.loads(pickle.dumps(meta))
     reordered = shards[::-1]
-    other = api.ShardedTensorMetadata(reordered, torch.Size(size), _properties(api, props))
+    other = adapter.st_sharded_tensor_metadata(
+        reordered, torch.Size(size), codec.properties(adapter, props)
+    )
     return {
         "shards_as_given": list(meta.shards_metadata) == shards,
         "size": list(meta.size),
@@ -226,10 +215,10 @@ def sharded_tensor_metadata(
 
 
 def sharded_tensor_metadata_defaults(ctx: RankContext, impl: str) -> dict[str, Any]:
-    api = adapters.load(impl).st_api()
-    meta = api.ShardedTensorMetadata()
+    adapter = adapters.load(impl)
+    meta = adapter.st_sharded_tensor_metadata()
     return {
         "shards": len(meta.shards_metadata),
         "size": list(meta.size),
-        "default_properties": meta.tensor_properties == api.TensorProperties(),
+        "default_properties": meta.tensor_properties == adapter.st_tensor_properties(),
     }

@@ -1,4 +1,5 @@
-"""Rank tasks for the ShardedTensor family."""
+"""Rank tasks for the ShardedTensor family: each makes its calls through the adapter (objects
+built from the case by ``codec``) and reports what it saw as data; the driver judges."""
 
 from __future__ import annotations
 
@@ -8,12 +9,9 @@ from typing import Any
 import torch
 
 from conformance import adapters
-from conformance.oracle.tensors import dtype_name, make_global, torch_dtype
+from conformance.tasks import codec
+from conformance.tasks.codec import make_global, placements_of, torch_dtype
 from conformance.world import RankContext
-
-
-def placements_of(ranks: list[int], device: torch.device) -> list[str]:
-    return [f"rank:{r}/{device}" for r in ranks]
 
 
 def shard_then_gather(
@@ -80,19 +78,6 @@ def reshard(
     }
 
 
-def _make_out(desc: Any, device: torch.device) -> Any:
-    """``None``, a tensor described by ``{"shape", "dtype", "transposed"}`` (filled with -1; a
-    transposed one is a non-contiguous view), or any other JSON value as given."""
-    if not isinstance(desc, dict):
-        return desc
-    shape = list(desc["shape"])
-    dtype = torch_dtype(desc["dtype"])
-    if desc.get("transposed"):
-        dims = list(range(len(shape)))[::-1]
-        return torch.full(shape[::-1], -1, dtype=dtype, device=device).permute(dims)
-    return torch.full(shape, -1, dtype=dtype, device=device)
-
-
 def gather_checked(
     ctx: RankContext,
     impl: str,
@@ -111,7 +96,7 @@ def gather_checked(
     adapter = adapters.load(impl)
     source = make_global(shape, dtype, seed).to(ctx.device)
     t = adapter.st_shard(source, dim, placements_of(order, ctx.device), 0, None)
-    out = _make_out(out_by_rank[ctx.rank], ctx.device)
+    out = codec.out_tensor(out_by_rank[ctx.rank], ctx.device)
     strides = out.stride() if isinstance(out, torch.Tensor) else None
     out_before = out.clone() if isinstance(out, torch.Tensor) else None
     describe_before = adapter.st_describe(t)
@@ -142,49 +127,6 @@ def gather_checked(
     }
 
 
-def make_spec(api: Any, data: Any, device: torch.device) -> Any:
-    """A sharding spec from JSON: ``{"dim", "ranks"}`` (chunk), ``{"boxes": [[offsets, sizes,
-    rank], ...]}`` (enumerable; a string instead of a rank is the placement as given), anything
-    else as given (not a spec)."""
-    if isinstance(data, dict) and "boxes" in data:
-        return api.EnumerableShardingSpec(
-            [
-                api.ShardMetadata(o, s, r if isinstance(r, str) else f"rank:{r}/{device}")
-                for o, s, r in data["boxes"]
-            ]
-        )
-    if isinstance(data, dict):
-        return api.ChunkShardingSpec(data["dim"], placements_of(data["ranks"], device))
-    return data
-
-
-def describe(t: Any) -> dict[str, Any]:
-    """A sharded tensor as plain data: its metadata (shards, size, properties) and its local
-    shards, each ``(tensor on cpu, shard)``."""
-    md = t.metadata()
-    p = md.tensor_properties
-    return {
-        "shards": [_shard_json(m) for m in md.shards_metadata],
-        "size": list(md.size),
-        "properties": {
-            "dtype": dtype_name(p.dtype),
-            "layout": str(p.layout).removeprefix("torch."),
-            "requires_grad": p.requires_grad,
-            "memory_format": str(p.memory_format).removeprefix("torch."),
-            "pin_memory": p.pin_memory,
-        },
-        "local": [(s.tensor.detach().cpu(), _shard_json(s.metadata)) for s in t.local_shards()],
-    }
-
-
-def _shard_json(m: Any) -> dict[str, Any]:
-    return {
-        "offsets": list(m.shard_offsets),
-        "sizes": list(m.shard_sizes),
-        "placement": str(m.placement),
-    }
-
-
 def reshard_checked(
     ctx: RankContext,
     impl: str,
@@ -200,36 +142,27 @@ def reshard_checked(
     enumerable one: ``zeros``), reshard it to ``new_spec`` (to ``new_spec_by_rank[str(rank)]``
     on the ranks listed there); report the result and whether the local tensors held before
     are unchanged (ST-RESHARD-6), also when reshard raised."""
-    api = adapters.load(impl).st_api()
+    adapter = adapters.load(impl)
     process_group = ctx.group(group)
     if ctx.rank not in group:
         return None
-    old_spec = make_spec(api, spec, ctx.device)
+    old_spec = codec.make_spec(adapter, spec, ctx.device)
     if "boxes" in spec:
-        t = api.zeros(old_spec, shape, dtype=torch_dtype(dtype), process_group=process_group)
+        t = adapter.st_create(
+            "zeros", old_spec, shape, dtype=torch_dtype(dtype), process_group=process_group
+        )
     else:
         source = make_global(shape, dtype, seed).to(ctx.device)
-        t = api.shard(source, old_spec, src_rank=0, process_group=process_group)
+        t = adapter.st_shard_by_spec(source, old_spec, 0, process_group)
     held = [s.tensor for s in t.local_shards()]
     before = [x.clone() for x in held]
     new_spec = (new_spec_by_rank or {}).get(str(ctx.rank), new_spec)
     try:
-        moved = t.reshard(make_spec(api, new_spec, ctx.device))
+        moved = t.reshard(codec.make_spec(adapter, new_spec, ctx.device))
     finally:
         kept = all(torch.equal(a, b) for a, b in zip(held, before, strict=True))
     assert kept, "reshard changed the local tensors held before the call"
-    return describe(moved)
-
-
-def _local_tensor(desc: dict[str, Any], fill: int, device: torch.device) -> torch.Tensor:
-    """A tensor of ``desc["shape"]`` and dtype filled with ``fill``; ``transposed`` makes it a
-    non-contiguous view of that shape, ``requires_grad`` a leaf that requires grad."""
-    shape, dtype = list(desc["shape"]), torch_dtype(desc["dtype"])
-    if desc.get("transposed"):
-        x = torch.full(shape[::-1], fill, dtype=dtype, device=device).t()
-    else:
-        x = torch.full(shape, fill, dtype=dtype, device=device)
-    return x.requires_grad_(True) if desc.get("requires_grad") else x
+    return codec.describe(adapter, moved)
 
 
 def from_local_checked(
@@ -244,31 +177,27 @@ def from_local_checked(
     ``init_from_local_shards_and_global_metadata`` (``"global"``) over the world with this
     rank's shards ``{"metadata": shard, "tensor": {"shape", "dtype", ...}}``, the i-th tensor
     filled with ``10 * rank + i``. Reports the result and whether it holds the given values."""
-    api = adapters.load(impl).st_api()
+    adapter = adapters.load(impl)
     given = [
-        api.Shard(
-            _local_tensor(s["tensor"], 10 * ctx.rank + i, ctx.device),
-            api.ShardMetadata(
-                s["metadata"]["offsets"], s["metadata"]["sizes"], s["metadata"]["placement"]
-            ),
+        adapter.st_local_shard(
+            codec.filled(s["tensor"], 10 * ctx.rank + i, ctx.device),
+            codec.shard_metadata(adapter, s["metadata"]),
         )
         for i, s in enumerate(shards_by_rank[ctx.rank])
     ]
     if kind == "local":
-        t = api.init_from_local_shards(given, *size_by_rank[ctx.rank], process_group=None)
+        t = adapter.st_init_from_local_shards(given, *size_by_rank[ctx.rank], group=None)
     else:
         md = metadata_by_rank[ctx.rank]
-        props = api.TensorProperties(
+        props = adapter.st_tensor_properties(
             dtype=torch_dtype(md["properties"]["dtype"]),
             requires_grad=md["properties"]["requires_grad"],
         )
-        meta = api.ShardedTensorMetadata(
-            [api.ShardMetadata(s["offsets"], s["sizes"], s["placement"]) for s in md["shards"]],
-            torch.Size(md["size"]),
-            props,
+        meta = adapter.st_sharded_tensor_metadata(
+            [codec.shard_metadata(adapter, s) for s in md["shards"]], torch.Size(md["size"]), props
         )
-        t = api.init_from_local_shards_and_global_metadata(given, meta, process_group=None)
-    result = describe(t)
+        t = adapter.st_init_from_global_metadata(given, meta, None)
+    result = codec.describe(adapter, t)
     result["given_values_kept"] = [
         bool(torch.equal(s.tensor.detach(), g.tensor.detach()))
         for s, g in zip(t.local_shards(), given, strict=False)
@@ -286,7 +215,7 @@ def _accessors(t: Any) -> dict[str, Any]:
         "size()": list(t.size()),
         "size(d)": [t.size(d) for d in range(-t.dim(), t.dim())],
         "dim()": t.dim(),
-        "dtype": dtype_name(t.dtype),
+        "dtype": str(t.dtype).removeprefix("torch."),
         "local_tensor()": local,
         "leaf_requires_grad": [
             s.tensor.is_leaf and s.tensor.requires_grad for s in t.local_shards()
@@ -305,8 +234,8 @@ def create_checked(
 ) -> dict[str, Any]:
     """``st.<fill>(spec, *size, **options)`` (one sequence when ``as_sequence``; ``full`` takes
     ``options["fill_value"]``) with this rank's arguments; the result and its accessors."""
-    api = adapters.load(impl).st_api()
-    spec = make_spec(api, spec_by_rank[ctx.rank], ctx.device)
+    adapter = adapters.load(impl)
+    spec = codec.make_spec(adapter, spec_by_rank[ctx.rank], ctx.device)
     size = size_by_rank[ctx.rank]
     options = dict(options_by_rank[ctx.rank])
     kwargs = {
@@ -316,18 +245,12 @@ def create_checked(
         "requires_grad": options.get("requires_grad", False),
     }
     if fill == "full":
-        t = api.full(spec, size, options["fill_value"], **kwargs)
+        t = adapter.st_create(fill, spec, size, options["fill_value"], **kwargs)
     elif as_sequence:
-        t = getattr(api, fill)(spec, size, **kwargs)
+        t = adapter.st_create(fill, spec, size, **kwargs)
     else:
-        t = getattr(api, fill)(spec, *size, **kwargs)
-    return {**describe(t), **_accessors(t)}
-
-
-def _source(shape: list[int], dtype: str, seed: int, transposed: bool) -> torch.Tensor:
-    if transposed:
-        return make_global(shape[::-1], dtype, seed).t()
-    return make_global(shape, dtype, seed)
+        t = adapter.st_create(fill, spec, *size, **kwargs)
+    return {**codec.describe(adapter, t), **_accessors(t)}
 
 
 def shard_checked(
@@ -342,20 +265,20 @@ def shard_checked(
     of rank ``r`` holds ``make_global(shape, dtype, seed + r)`` (``transposed``: the same values
     in a non-contiguous view). Reports the result, whether any local shard aliases the tensor
     and whether the tensor is unchanged."""
-    api = adapters.load(impl).st_api()
+    adapter = adapters.load(impl)
     desc = tensor_by_rank[ctx.rank]
-    source = _source(desc["shape"], desc["dtype"], desc["seed"], desc.get("transposed", False))
+    source = codec.seeded(desc["shape"], desc["dtype"], desc["seed"], desc.get("transposed", False))
     source = source.to(ctx.device).requires_grad_(requires_grad and source.is_floating_point())
     before = source.detach().clone()
-    t = api.shard(
+    t = adapter.st_shard_by_spec(
         source,
-        make_spec(api, spec_by_rank[ctx.rank], ctx.device),
-        src_rank=src_by_rank[ctx.rank],
-        process_group=None,
+        codec.make_spec(adapter, spec_by_rank[ctx.rank], ctx.device),
+        src_by_rank[ctx.rank],
+        None,
     )
     storage = source.untyped_storage().data_ptr()
     return {
-        **describe(t),
+        **codec.describe(adapter, t),
         **_accessors(t),
         "aliases": any(
             s.tensor.numel() and s.tensor.untyped_storage().data_ptr() == storage
@@ -370,13 +293,17 @@ def copies(
 ) -> dict[str, Any]:
     """``to(float64)``, ``to(same dtype)``, ``cpu()``, ``clone()`` and a ``torch.save`` /
     ``torch.load`` round trip of a tensor sharded from rank 0 (ST-LIFE-17, 18)."""
-    api = adapters.load(impl).st_api()
-    t = api.shard(
+    adapter = adapters.load(impl)
+    t = adapter.st_shard_by_spec(
         make_global(shape, dtype, seed).to(ctx.device),
-        make_spec(api, {"dim": 0, "ranks": ranks}, ctx.device),
-        src_rank=0,
-        process_group=None,
+        codec.make_spec(adapter, {"dim": 0, "ranks": ranks}, ctx.device),
+        0,
+        None,
     )
+
+    def describe(x: Any) -> dict[str, Any]:
+        return codec.describe(adapter, x)
+
     original = describe(t)
     converted = describe(t.to(torch.float64))
     after_to = describe(t)
@@ -424,34 +351,34 @@ def flatten_checked(
     tensor whose local shards are ``inner_boxes[rank]`` (``[offsets, sizes]`` each), filled with
     the rank. Flattens a state dict holding it (only on ``caller`` unless ``None``: ST-FLAT-9)
     and reports the result, or the error type flattening raised on this rank (ST-FLAT-4)."""
-    api = adapters.load(impl).st_api()
+    adapter = adapters.load(impl)
     group = ctx.group()
-    chunk = api.ChunkShardingSpec(0, placements_of(outer_ranks, ctx.device))
+    chunk = adapter.st_chunk_spec(0, placements_of(outer_ranks, ctx.device))
     size = torch.Size([rows * len(outer_ranks), cols])
-    outer_md = chunk.build_metadata(size, api.TensorProperties(dtype=torch.float32))
+    outer_md = chunk.build_metadata(size, adapter.st_tensor_properties(dtype=torch.float32))
     mine = [m for m in outer_md.shards_metadata if m.placement.rank() == ctx.rank]
     # The inner layout comes as boxes, not as a sharding spec, so that flattening is tested on
     # the layout the test chose, whatever the implementation's chunking does (ST-SPEC).
     pieces = [
-        api.Shard(
+        adapter.st_local_shard(
             torch.full(sizes, float(ctx.rank), device=ctx.device),
-            api.ShardMetadata(offsets, sizes, f"rank:{ctx.rank}/{ctx.device}"),
+            adapter.st_shard_metadata(offsets, sizes, f"rank:{ctx.rank}/{ctx.device}"),
         )
         for offsets, sizes in inner_boxes[ctx.rank]
     ]
     # Every rank builds the inner tensor: construction is collective.
-    inner = api.init_from_local_shards(pieces, rows, cols, process_group=group)
-    plain = api.zeros(chunk, size, process_group=group)
-    outer = api.zeros(chunk, size, process_group=group)  # not nested where this rank has != 1
+    inner = adapter.st_init_from_local_shards(pieces, rows, cols, group=group)
+    plain = adapter.st_create("zeros", chunk, size, process_group=group)
+    outer = adapter.st_create("zeros", chunk, size, process_group=group)  # nested where 1 shard
     if len(mine) == 1:
-        outer = api.nest([api.Shard(inner, mine[0])], outer_md, process_group=group)
-    only0 = api.zeros(api.ChunkShardingSpec(0, placements_of([0], ctx.device)), 4)
+        outer = adapter.st_nest([adapter.st_local_shard(inner, mine[0])], outer_md, group)
+    only0 = adapter.st_create("zeros", adapter.st_chunk_spec(0, placements_of([0], ctx.device)), 4)
     state = {"w": outer, "b": torch.ones(2), "x": {"y": 3, "p": plain, "o": only0}}
     if caller is not None and ctx.rank != caller:
         return None
     shards_before = list(outer.metadata().shards_metadata)
     try:
-        flat = api.flatten(state)
+        flat = adapter.st_flatten(state)
     except Exception as exc:
         return {"error": type(exc).__name__, "is_value_error": isinstance(exc, ValueError)}
     w: Any = flat.get("w", "dropped")
@@ -462,7 +389,7 @@ def flatten_checked(
         "b_same": flat["b"] is state["b"],
         "y": flat["x"]["y"],
         "plain_same": flat["x"].get("p") is plain,
-        "w": w if isinstance(w, str) else "same" if w is outer else describe(w),
+        "w": w if isinstance(w, str) else "same" if w is outer else codec.describe(adapter, w),
         "local_values": None
         if isinstance(w, str) or w is outer
         else [s.tensor.detach().cpu() for s in w.local_shards()],

@@ -1,0 +1,126 @@
+"""Case data to objects: the one place where rank and pure tasks turn a case's JSON into the
+inputs they hand an implementation, and its objects back into data the driver judges.
+
+Objects are made through the adapter (``conformance.adapters.contract``), never by naming an
+implementation's classes. Inputs that depend on the spec's layout (each coordinate's slice of
+the seeded global tensor) come from the oracle's input generators, so a task computes its inputs
+exactly as the driver's verdict assumes them, and judges nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from conformance.adapters.contract import Adapter
+from conformance.oracle.dt_api import contiguous_stride
+from conformance.oracle.layout import source_local
+from conformance.oracle.mesh import coordinate
+from conformance.oracle.tensors import make_global, torch_dtype
+from conformance.vocabulary import Mesh
+
+__all__ = ["contiguous_stride", "make_global", "torch_dtype"]
+
+# -- ShardedTensor ---------------------------------------------------------------------------------
+
+
+def placements_of(ranks: list[int], device: torch.device) -> list[str]:
+    """``"rank:<r>/<device>"`` per global rank: chunk placements as ShardMetadata spells them."""
+    return [f"rank:{r}/{device}" for r in ranks]
+
+
+def make_spec(adapter: Adapter, data: Any, device: torch.device) -> Any:
+    """A sharding spec from JSON: ``{"dim", "ranks"}`` (chunk), ``{"boxes": [[offsets, sizes,
+    rank], ...]}`` (enumerable; a string instead of a rank is the placement as given), anything
+    else as given (not a spec)."""
+    if isinstance(data, dict) and "boxes" in data:
+        return adapter.st_enumerable_spec(
+            [
+                adapter.st_shard_metadata(o, s, r if isinstance(r, str) else f"rank:{r}/{device}")
+                for o, s, r in data["boxes"]
+            ]
+        )
+    if isinstance(data, dict):
+        return adapter.st_chunk_spec(data["dim"], placements_of(data["ranks"], device))
+    return data
+
+
+def shard_metadata(adapter: Adapter, box: dict[str, Any]) -> Any:
+    """A ``ShardBox`` (possibly a malformed one, as a case gives it) as the implementation's
+    ``ShardMetadata``."""
+    return adapter.st_shard_metadata(box["offsets"], box["sizes"], box["placement"])
+
+
+def placement_arg(value: Any) -> Any:
+    """A placement argument: ``{"torch.device": "cpu"}`` stands for a ``torch.device``, which
+    JSON cannot carry; anything else is passed as given."""
+    if isinstance(value, dict) and set(value) == {"torch.device"}:
+        return torch.device(value["torch.device"])
+    return value
+
+
+def properties(adapter: Adapter, props: dict[str, Any]) -> Any:
+    """``TensorProperties`` of ``{"dtype", "layout", "requires_grad", "memory_format",
+    "pin_memory"}``, each torch name as text."""
+    return adapter.st_tensor_properties(
+        dtype=getattr(torch, props["dtype"]),
+        layout=getattr(torch, props["layout"]),
+        requires_grad=props["requires_grad"],
+        memory_format=getattr(torch, props["memory_format"]),
+        pin_memory=props["pin_memory"],
+    )
+
+
+def describe(adapter: Adapter, t: Any) -> dict[str, Any]:
+    """A sharded tensor as data: its global metadata (``st_describe``: shards, size,
+    properties) and its local shards, each ``(tensor on cpu, ShardBox)``."""
+    return {
+        **adapter.st_describe(t),
+        "local": [(x.detach().cpu(), box) for x, box in adapter.st_local_shards(t)],
+    }
+
+
+def filled(desc: dict[str, Any], fill: Any, device: torch.device) -> torch.Tensor:
+    """A tensor of ``desc["shape"]`` and ``desc["dtype"]`` filled with ``fill``; ``transposed``
+    makes it a non-contiguous view of that shape, ``requires_grad`` a leaf that requires grad."""
+    shape, dtype = list(desc["shape"]), torch_dtype(desc["dtype"])
+    if desc.get("transposed"):
+        dims = list(range(len(shape)))[::-1]
+        x = torch.full(shape[::-1], fill, dtype=dtype, device=device).permute(dims)
+    else:
+        x = torch.full(shape, fill, dtype=dtype, device=device)
+    return x.requires_grad_(True) if desc.get("requires_grad") else x
+
+
+def out_tensor(desc: Any, device: torch.device) -> Any:
+    """``gather``'s ``out``: ``None``, a tensor described by ``{"shape", "dtype", "transposed"}``
+    filled with -1, or any other JSON value as given."""
+    return filled(desc, -1, device) if isinstance(desc, dict) else desc
+
+
+def seeded(shape: list[int], dtype: str, seed: int, transposed: bool = False) -> torch.Tensor:
+    """The seeded global tensor; ``transposed``: the same values in a non-contiguous view."""
+    if transposed:
+        return make_global(shape[::-1], dtype, seed).t()
+    return make_global(shape, dtype, seed)
+
+
+# -- DTensor ---------------------------------------------------------------------------------------
+
+
+def local_input(
+    rank: int,
+    shape: list[int],
+    dtype: str,
+    seed: int,
+    mesh_shape: list[int],
+    mesh_ranks: list[int],
+    placements: list[str],
+) -> torch.Tensor:
+    """What ``rank`` hands ``from_local``: its coordinate's slice of the seeded global tensor
+    under ``placements`` (DT-LAYOUT), or the whole tensor on a rank outside the mesh."""
+    coord = coordinate(Mesh(tuple(mesh_shape), tuple(mesh_ranks)), rank)
+    if coord is None:
+        return make_global(shape, dtype, seed)
+    return source_local(shape, dtype, seed, mesh_shape, placements, coord)
