@@ -1,7 +1,11 @@
 """The one split rule both families share (spec/vocabulary.md, ``chunk_bounds``).
 
-Kept apart from either family because ``ShardedTensor``'s ``ChunkShardingSpec`` (ST-SPEC-1) and
-``DTensor``'s ``Shard`` (DT-LAYOUT-2) must agree: a tensor chunked by one is chunked by the other.
+Kept apart from either family because ``ShardedTensor``'s ``ChunkShardingSpec`` and ``DTensor``'s
+``Shard`` must agree: a tensor chunked by one is chunked by the other.
+
+Rules and where they live:
+
+- ST-SPEC-2, ST-SPEC-3, ST-SPEC-4, DT-LAYOUT-2, DT-LAYOUT-3: ``chunk_bounds``
 """
 
 from __future__ import annotations
@@ -21,7 +25,3 @@ def chunk_bounds(length: int, parts: int, index: int) -> tuple[int, int]:
     size = ceil_div(length, parts)
     return min(length, index * size), min(length, (index + 1) * size)
 
-
-def chunk_sizes(length: int, parts: int) -> list[int]:
-    """The size of every chunk, in chunk order."""
-    return [stop - start for start, stop in (chunk_bounds(length, parts, c) for c in range(parts))]

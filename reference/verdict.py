@@ -1,4 +1,4 @@
-"""One verdict on every rank (spec/errors.md: ERR-6, ERR-7, ERR-8), for both families.
+"""One verdict on every rank (spec/errors.md), for both families.
 
 A collective call first validates its own input on each rank (``check``). Then, before any data
 moves, the ranks exchange one small object (``exchange``): the error a rank found, or the
@@ -7,6 +7,14 @@ travels by name. If any rank failed, every rank raises the first failing rank's 
 Otherwise every rank holds every rank's facts and reaches the same conclusion from them
 (``require_same``), without another round trip. ``reach_verdict`` is the two steps in one, for
 calls where every rank of the group takes part.
+
+Rules and where they live:
+
+- ERR-1, ERR-2, ERR-3: ``INPUT_ERRORS``, ``check``
+- ERR-5: ``exchange``, ``require_same``
+- ERR-6: ``exchange``, ``reach_verdict``, ``require_same``
+- ERR-7: ``exchange`` (every member gathers once, the failing ones too)
+- ERR-8: ``reach_verdict`` (callers move data only after it returns)
 """
 
 from __future__ import annotations

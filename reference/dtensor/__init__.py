@@ -5,6 +5,8 @@ holds, pure), ``mesh`` (ranks in a grid and their groups), ``verdict`` (one outc
 rank), ``collectives`` (data movement along one mesh dim, in coordinate order), ``redistribute``
 (transition plans), ``dtensor`` (the user-facing API), ``interop`` (ShardedTensor boxes),
 ``draw`` (a picture of a layout).
+
+Each module's docstring lists the rules it implements and where they live.
 """
 
 from reference.dtensor.dtensor import DTensor, distribute_tensor

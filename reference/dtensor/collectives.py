@@ -4,6 +4,14 @@ Every function takes the mesh and a mesh dim and speaks in coordinates: ``pieces
 the rank at position ``c`` of the line. Process groups speak in group ranks, which follow
 ascending global rank whatever the mesh order (DT-MESH-7); ``_group_order`` is the one place
 that translates. Inputs are never written (ERR-9): every result is a new tensor.
+
+Rules and where they live:
+
+- DT-MESH-7: see ``reference.dtensor.mesh``
+- DT-MESH-8: ``_group_order``
+- DT-REDIST-5: ``REDUCE_OP``, ``all_reduce``, ``reduce_scatter`` (avg travels as a sum)
+- ERR-9: ``all_gather``, ``all_to_all``, ``all_reduce``, ``reduce_scatter``, ``broadcast``,
+  ``scatter_blocks``
 """
 
 from __future__ import annotations

@@ -2,7 +2,28 @@
 
 A plain class, not a ``torch.Tensor`` subclass: it records the global metadata (shape, stride,
 dtype, mesh, placements) and this rank's local tensor. Every collective entry point validates
-locally, exchanges one verdict over the mesh (``verdict``), and only then moves data.
+locally, exchanges one verdict over the mesh (``verdict``), and only then moves data; on a rank
+outside the mesh every call is local (DT-MESH-9). ``DTensor.redistribute`` checks its arguments
+here (DT-REDIST-7, 9 to 11) and leaves the plan and the data movement to ``redistribute.py``.
+
+Rules and where they live:
+
+- DT-API-1: ``DTensor.shape``, ``DTensor.size``, ``DTensor.stride``, ``DTensor.ndim``,
+  ``DTensor.dtype``, ``_dense_stride``
+- DT-API-2, DT-API-3, DT-API-4, DT-API-5: ``distribute_tensor``
+- DT-API-6: ``DTensor.from_local``, ``_inferred_shape``, ``_require_sizes``
+- DT-API-7, DT-API-9, DT-API-10: ``DTensor.from_local``
+- DT-API-8: ``DTensor.from_local``, ``_check_layout``, ``RunCheckFacts``
+- DT-API-11: ``DTensor.to_local``
+- DT-API-12: ``DTensor.full_tensor``
+- DT-API-13, DT-MESH-9: ``distribute_tensor``, ``DTensor.from_local``, ``DTensor.redistribute``
+- DT-API-14: ``distribute_tensor``, ``_partitioned``
+- DT-API-15: ``distribute_tensor``, ``SourceFacts``, ``DTensor.redistribute``, ``_check_layout``
+- DT-LAYOUT-12: ``_block``
+- DT-REDIST-6: see ``reference.dtensor.redistribute``
+- DT-REDIST-7, DT-REDIST-9, DT-REDIST-10, DT-REDIST-11, DT-REDIST-13, DT-REDIST-14:
+  ``DTensor.redistribute``
+- ERR-2: ``_require_sizes``, ``_require_tensor_and_mesh``
 """
 
 from __future__ import annotations

@@ -1,6 +1,13 @@
 """A DTensor's layout as ShardedTensor metadata: the boxes checkpointing saves (spec/interop.md).
 
-A pure function: no process group, the same answer on every rank (INTEROP-7).
+A pure function: no process group, the same answer on every rank (INTEROP-7). The boxes are the
+layout's, so they tile the tensor as a ShardedTensor's must.
+
+Rules and where they live:
+
+- INTEROP-1, INTEROP-2, INTEROP-3, INTEROP-4, INTEROP-5, INTEROP-6, INTEROP-7:
+  ``to_sharded_metadata``
+- DT-LAYOUT-4: see ``reference.dtensor.layout``
 """
 
 from __future__ import annotations

@@ -5,7 +5,20 @@ in local order. It is a ``range`` while it is an interval (always, without strid
 the arithmetic stays cheap for large tensors; a strided shard may turn it into a ``list``.
 
 Beside each shard step sits its data side (``take``) and its inverse (``assemble``), used by
-``distribute_tensor`` and ``redistribute``.
+``distribute_tensor`` and ``redistribute``. The chunk rule itself is ``reference/chunks.py``'s,
+shared with ``ChunkShardingSpec``; what a strided shard keeps (DT-PLACE-12) is computed here, not
+in ``placements.py``.
+
+Rules and where they live:
+
+- DT-LAYOUT-1: ``index_sequences``, ``local_shape_and_offset``
+- DT-LAYOUT-2, DT-LAYOUT-3: see ``reference.chunks``
+- DT-LAYOUT-4: ``local_shape_and_offset``
+- DT-LAYOUT-5, DT-LAYOUT-6, DT-LAYOUT-7: ``sequences_before``
+- DT-LAYOUT-8: ``sequences_before``, ``local_shape_and_offset``
+- DT-LAYOUT-12: ``take``
+- DT-PLACE-12: ``shard_positions``
+- INTEROP-6: ``is_interval``
 """
 
 from __future__ import annotations

@@ -2,7 +2,22 @@
 
 A rank's *coordinate* is its index in the mesh tensor, and the coordinate, never the rank
 number, decides what the rank holds (DT-MESH-8). Each mesh dim gets one process group per line
-of the grid along that dim; ``members(i)`` lists the line in coordinate order.
+of the grid along that dim; ``members(i)`` lists the line in coordinate order. The collectives
+keep that order (``collectives.py``), and the DTensor API keeps ranks outside the mesh local
+(``dtensor.py``).
+
+Rules and where they live:
+
+- DT-MESH-1: ``DeviceMesh.mesh``, ``DeviceMesh.ndim``, ``DeviceMesh.shape``, ``DeviceMesh.size``
+- DT-MESH-2, DT-MESH-3: ``_check_mesh``
+- DT-MESH-4: ``_mesh_tensor``
+- DT-MESH-5: ``_check_mesh``, ``DeviceMesh.mesh_dim_names``
+- DT-MESH-6: ``DeviceMesh._setup``, ``DeviceMesh.get_coordinate``
+- DT-MESH-7: ``DeviceMesh._lines``, ``DeviceMesh.members``, ``DeviceMesh.get_local_rank``,
+  ``DeviceMesh.__getitem__``
+- DT-MESH-8: see ``reference.dtensor.collectives``
+- DT-MESH-9: see ``reference.dtensor.dtensor``
+- DT-MESH-10: ``DeviceMesh.__init__``, ``MeshFacts``
 """
 
 from __future__ import annotations

@@ -1,7 +1,22 @@
 """Placements: how the coordinates along one mesh dim share a tensor (spec/dt-placements.md).
 
 Each placement is a frozen value: equal parameters mean equal placements and equal hashes
-(DT-PLACE-8), and ``str`` gives the short form the spec writes (DT-PLACE-9).
+(DT-PLACE-8), and ``str`` gives the short form the spec writes (DT-PLACE-9). ``normalize`` is the
+one place where every API checks a placement list against a tensor and a mesh. What a strided
+shard holds is a layout question, answered in ``layout.py``.
+
+Rules and where they live:
+
+- DT-PLACE-1, DT-PLACE-6: ``normalize``
+- DT-PLACE-2, DT-PLACE-3: ``_normalize_one``
+- DT-PLACE-4, ERR-2: ``_require_int``, ``Shard.__post_init__``, ``StridedShard.__post_init__``,
+  ``Partial.__post_init__``
+- DT-PLACE-5: ``REDUCE_OPS``, ``Partial.__post_init__``
+- DT-PLACE-7: ``StridedShard.__post_init__``
+- DT-PLACE-8: ``Shard``, ``StridedShard``, ``Replicate``, ``Partial`` (frozen dataclasses)
+- DT-PLACE-9: ``parse``, ``show``, ``Shard.__str__``, ``StridedShard.__str__``,
+  ``Replicate.__str__``, ``Partial.__str__``
+- DT-PLACE-12: see ``reference.dtensor.layout``
 """
 
 from __future__ import annotations

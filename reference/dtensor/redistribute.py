@@ -10,6 +10,18 @@ Its order follows the layout's nesting (DT-LAYOUT-7):
 3. shard, left to right, the target's changed mesh dims (a local slice, or a reduce-scatter for
    a ``P`` source); a gather and a slice of the same mesh dim that meet become one all-to-all;
 4. divide once after ``avg`` reductions; partition into the target's new ``P`` dims.
+
+The argument checks of ``DTensor.redistribute`` and the result's metadata are ``dtensor.py``'s.
+
+Rules and where they live:
+
+- DT-REDIST-1, DT-REDIST-3, DT-REDIST-4, DT-REDIST-5: ``plan``, ``execute``
+- DT-REDIST-2: ``plan`` (equal placements plan no step)
+- DT-REDIST-6, DT-REDIST-8: ``partition``
+- DT-REDIST-12: ``execute``, ``_owned``
+- DT-REDIST-7, DT-REDIST-9, DT-REDIST-10, DT-REDIST-11, DT-REDIST-13, DT-REDIST-14: see
+  ``reference.dtensor.dtensor``
+- DT-LAYOUT-7: see ``reference.dtensor.layout``
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ One module per job: ``placement`` and ``metadata`` (the value objects), ``valida
 layout checks), ``verdict`` (every rank raises or none), ``sharding_spec``, ``transfer`` (the one
 data path), the constructors ``create``, ``shard`` and ``from_local``, ``gather``, ``reshard``
 and ``flatten``.
+
+Each module's docstring lists the rules it implements and where they live.
 """
 
 from reference.sharded_tensor.create import empty, full, ones, rand, randn, zeros

@@ -1,4 +1,16 @@
-"""Construction from a spec (ST-LIFE-1 to 6): build the layout, allocate the local shards."""
+"""Construction from a spec (ST-LIFE-1 to 6): build the layout, allocate the local shards.
+
+Every rank builds the layout from the spec alone; the ranks then check they were asked the same
+before any rank allocates, so a mismatch is one error on every rank, not two different tensors.
+
+Rules and where they live:
+
+- ST-LIFE-1, ST-LIFE-5: ``_create``
+- ST-LIFE-2: ``empty``, ``zeros``, ``ones``, ``rand``, ``randn``, ``full``, ``_create``
+- ST-LIFE-3: ``parse_size``
+- ST-LIFE-4: ``check_properties``, ``_create``
+- ST-LIFE-6: ``_create``, ``Arguments``
+"""
 
 from __future__ import annotations
 

@@ -2,6 +2,14 @@
 
 A local rewrite, no communication (ST-FLAT-9): the outer tensor's single local shard holds an
 inner sharded tensor, and the flat tensor lists this rank's inner piece in global coordinates.
+
+Rules and where they live:
+
+- ST-FLAT-1: ``_rewrite``
+- ST-FLAT-2: ``_rewrite``, ``_flatten``
+- ST-FLAT-3, ST-FLAT-4, ST-FLAT-5, ST-FLAT-6, ST-FLAT-8: ``_flatten``
+- ST-FLAT-7: ``_flatten``, ``_without``
+- ST-FLAT-9: ``flatten_sharded_tensors``
 """
 
 from __future__ import annotations

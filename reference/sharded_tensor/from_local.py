@@ -1,4 +1,22 @@
-"""Construction from local shards (ST-LIFE-12 to 14): wrap tensors every rank already holds."""
+"""Construction from local shards (ST-LIFE-12 to 14): wrap tensors every rank already holds.
+
+Every rank passes its own shards, so the checks of spec/st-validation.md about those shards and
+across ranks live here, not in ``validation.py``: one size and one set of properties on every
+rank (ST-VALID-6), one global metadata (7), each shard placed on the rank that passes it (10) and
+exactly that rank's entries (11). The checks one rank makes alone are ``validation.py``'s.
+
+Rules and where they live:
+
+- ST-LIFE-12, ST-LIFE-13: ``init_from_local_shards``, ``LocalFacts``
+- ST-LIFE-14: ``init_from_local_shards_and_global_metadata``
+- ST-LIFE-15: ``init_from_local_shards_and_global_metadata`` (local shards in metadata order)
+- ST-VALID-6: ``init_from_local_shards``
+- ST-VALID-7, ST-VALID-11: ``init_from_local_shards_and_global_metadata``
+- ST-VALID-10: ``_check_own``
+- ST-VALID-14: ``init_from_local_shards`` (no rank passed a shard)
+- ST-VALID-2, ST-VALID-3, ST-VALID-4, ST-VALID-5, ST-VALID-8, ST-VALID-9, ST-VALID-12,
+  ST-VALID-13: see ``reference.sharded_tensor.validation``
+"""
 
 from __future__ import annotations
 

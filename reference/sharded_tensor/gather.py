@@ -1,4 +1,17 @@
-"""Gather (spec/st-gather.md): the global tensor into ``out`` on one rank of the group."""
+"""Gather (spec/st-gather.md): the global tensor into ``out`` on one rank of the group.
+
+Each rank checks its own ``dst`` and ``out`` and the ranks agree on ``dst`` before anything is
+written, so a bad call leaves ``out`` untouched on every rank; then every shard moves once, into
+its box of ``out``, through ``transfer.py``.
+
+Rules and where they live:
+
+- ST-GATHER-1, ST-GATHER-4: ``gather``
+- ST-GATHER-2: ``check_gather_args``, ``gather`` (dst read as a group rank)
+- ST-GATHER-3, ST-GATHER-5, ST-GATHER-6, ST-GATHER-7: ``check_gather_args``
+- ST-GATHER-8: ``check_gather_args``, ``gather`` (out written only after every rank checked)
+- ST-GATHER-9, ST-GATHER-10, ERR-10: see ``reference.sharded_tensor.transfer``
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,21 @@
 """The value objects of a layout: ShardMetadata, TensorProperties, ShardedTensorMetadata, Shard.
 
-Pure: building, comparing, hashing and pickling them needs no process group (ST-META-13).
+Pure: building, comparing, hashing and pickling them needs no process group (ST-META-13), so
+every rank can check a layout alone and ranks can compare layouts by value.
+
+Rules and where they live:
+
+- ST-META-1, ST-META-7: ``ShardMetadata.__init__``
+- ST-META-2, ST-META-3: ``_ints``
+- ST-META-4: ``ShardMetadata.__eq__``, ``ShardMetadata.__hash__``
+- ST-META-8: ``TensorProperties``
+- ST-META-9: ``MEM_FORMAT_ENCODING``, ``TensorProperties.__getstate__``,
+  ``TensorProperties.__setstate__``
+- ST-META-10: ``TensorProperties.__post_init__``
+- ST-META-11: ``ShardedTensorMetadata``
+- ST-META-12: ``ShardMetadata.__getstate__``, ``ShardMetadata.__setstate__``,
+  ``TensorProperties.__getstate__``, ``TensorProperties.__setstate__``
+- ST-META-13: ``ShardMetadata``, ``TensorProperties``, ``ShardedTensorMetadata``
 """
 
 from __future__ import annotations

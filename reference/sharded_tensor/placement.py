@@ -1,4 +1,18 @@
-"""Placements: where a shard lives, written ``rank:<r>/<device>`` (spec/st-metadata.md)."""
+"""Placements: where a shard lives, written ``rank:<r>/<device>`` (spec/st-metadata.md).
+
+A placement string is parsed once, by the strict grammar of ST-META-5, when the ``ShardMetadata``
+that holds it is built; the parsed form compares, hashes and pickles by value, with no process
+group.
+
+Rules and where they live:
+
+- ST-META-5: ``Placement.__init__``, ``_device``, ``_worker``
+- ST-META-6: ``Placement.rank``, ``Placement.device``, ``Placement.__str__``,
+  ``Placement.__eq__``, ``Placement.__hash__``
+- ST-META-7: ``Placement.__init__``, ``as_placement``
+- ST-META-12: ``Placement.__reduce__``
+- ST-META-13: ``Placement``
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,18 @@
 """Reshard (spec/st-reshard.md): chunk layout to chunk layout, moving only the pieces that
-change rank."""
+change rank.
+
+The checks tell invalid requests (``ValueError``, ``TypeError``) from unsupported ones
+(``NotImplementedError``) on every rank before any data moves; the move is ``transfer.py``'s.
+
+Rules and where they live:
+
+- ST-RESHARD-1, ST-RESHARD-2, ST-RESHARD-3, ST-RESHARD-4, ST-RESHARD-5, ST-RESHARD-6: ``reshard``
+- ST-RESHARD-7, ST-RESHARD-8: ``check_reshard_args``
+- ST-RESHARD-9: ``check_reshard_args``, ``reshard``
+- ST-RESHARD-11: see ``reference.sharded_tensor.transfer``
+- ST-SPEC-6: see ``reference.sharded_tensor.sharding_spec``
+- ST-VALID-12: see ``reference.sharded_tensor.validation``
+"""
 
 from __future__ import annotations
 

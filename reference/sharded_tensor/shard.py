@@ -1,4 +1,14 @@
-"""shard (ST-LIFE-7 to 11): lay out the source rank's tensor by a spec and scatter it."""
+"""shard (ST-LIFE-7 to 11): lay out the source rank's tensor by a spec and scatter it.
+
+Every rank builds the layout from its own tensor's shape, so the ranks first agree on the spec,
+the source and the tensor's shape and dtype; only then does the source send each rank its boxes.
+
+Rules and where they live:
+
+- ST-LIFE-5, ST-LIFE-7, ST-LIFE-8, ST-LIFE-11: ``shard``
+- ST-LIFE-9, ST-LIFE-10: ``shard``, ``ShardFacts``
+- ST-SPEC-13: ``shard`` (an EnumerableShardingSpec is declined)
+"""
 
 from __future__ import annotations
 

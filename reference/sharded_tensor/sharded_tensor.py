@@ -3,6 +3,16 @@
 A plain object, not a ``torch.Tensor`` subclass: it has no operators, only the accessors of
 ST-LIFE-15 and the collectives gather and reshard. Build one with the constructors of
 ``create.py``, ``shard.py`` and ``from_local.py``, which validate; ``__init__`` trusts them.
+
+Rules and where they live:
+
+- ST-LIFE-15: ``ShardedTensor.metadata``, ``ShardedTensor.local_shards``, ``ShardedTensor.size``,
+  ``ShardedTensor.dim``, ``ShardedTensor.dtype``
+- ST-LIFE-16: ``ShardedTensor.local_tensor``
+- ST-LIFE-17: ``ShardedTensor.to``, ``ShardedTensor.cpu``, ``ShardedTensor.clone``
+- ST-LIFE-18: ``ShardedTensor.__getstate__``, ``ShardedTensor.__setstate__``,
+  ``load_with_process_group``
+- ST-RESHARD-6: ``ShardedTensor.reshard`` (a new tensor; this one keeps its shards)
 """
 
 from __future__ import annotations

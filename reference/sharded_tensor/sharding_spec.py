@@ -1,4 +1,19 @@
-"""Sharding specs (spec/st-sharding-spec.md): pure rules from a global size to a layout."""
+"""Sharding specs (spec/st-sharding-spec.md): pure rules from a global size to a layout.
+
+Pure, so every rank computes the same layout alone and a constructor only has to check that the
+ranks were given equal specs. The chunk rule itself is ``reference/chunks.py``'s, shared with
+DTensor's ``Shard``; whether ``shard`` takes an ``EnumerableShardingSpec`` is ``shard.py``'s.
+
+Rules and where they live:
+
+- ST-SPEC-1, ST-SPEC-5, ST-SPEC-6: ``ChunkShardingSpec.build_metadata``
+- ST-SPEC-2, ST-SPEC-3, ST-SPEC-4: see ``reference.chunks``
+- ST-SPEC-7, ST-SPEC-8: ``ChunkShardingSpec.__init__``
+- ST-SPEC-10: ``ChunkShardingSpec.build_metadata``, ``EnumerableShardingSpec.build_metadata``
+- ST-SPEC-11: ``EnumerableShardingSpec.__init__``
+- ST-SPEC-12: ``EnumerableShardingSpec.build_metadata``
+- ST-SPEC-13: see ``reference.sharded_tensor.shard``
+"""
 
 from __future__ import annotations
 

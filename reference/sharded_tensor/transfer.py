@@ -4,6 +4,12 @@
 move from the tensor's layout to a one-box layout on the destination, ``reshard`` the move from
 one spec's layout to another's. Each element of the tensor crosses the wire at most once, from
 the rank that holds it to the rank that needs it, with no padding.
+
+Rules and where they live:
+
+- ERR-10, ST-GATHER-10, ST-RESHARD-11: ``transfer`` (each piece travels in its own dtype)
+- ST-GATHER-8: ``window``, ``transfer`` (written through views of the target)
+- ST-GATHER-9: ``route`` (any boxes; empty pieces are skipped)
 """
 
 from __future__ import annotations

@@ -1,7 +1,18 @@
-"""Layout checks (spec/st-validation.md): pure functions of a ShardedTensorMetadata.
+"""The checks of spec/st-validation.md that one rank makes alone.
 
-Every rank can run them alone and reach the same answer; the collective checks, which compare
-ranks, live in ``reference/verdict.py`` and in the constructors.
+They are pure functions of the metadata, a rank's local tensors and the group's members, so every
+rank that runs them on the same input reaches the same answer, and ``reference/verdict.py`` makes
+every rank raise when one fails. The checks that compare ranks (ST-VALID-6, 7) or that judge the
+shards a rank passes to a constructor of ``from_local.py`` (10, 11) live there, beside the
+arguments they judge.
+
+Rules and where they live:
+
+- ST-VALID-1: ``overlaps``, ``find_overlap``
+- ST-VALID-2, ST-VALID-3, ST-VALID-4, ST-VALID-5, ST-VALID-14: ``check_layout``
+- ST-VALID-8, ST-VALID-9: ``check_local_tensor``
+- ST-VALID-12, ST-VALID-13: ``check_placements``
+- ST-VALID-6, ST-VALID-7, ST-VALID-10, ST-VALID-11: see ``reference.sharded_tensor.from_local``
 """
 
 from __future__ import annotations
