@@ -23,8 +23,8 @@ from conformance import known_failures, symptoms
 from conformance.oracle.vocabulary import VALID, Verdict
 from conformance.report import NOT_CLAIMED
 from conformance.symptoms import Symptom
-from conformance.world import CaseResult, Raised, Returned, ledger
-from conformance.world.local import retire_latest_world
+from conformance.world import CaseResult, Raised, Returned
+from conformance.world.ledger import LEDGER
 from conformance.world.protocol import RULE_ID
 
 
@@ -73,9 +73,9 @@ def fail(
     property: its example is discarded and the rules recorded, so the test goes on judging the
     other rules it cites. Outside a property, the test ends as an expected failure. Any other
     failure is a failure. Either way the world that ran the case is retired
-    (``retire_latest_world``)."""
+    (``LEDGER.retire_latest_world``)."""
     __tracebackhide__ = True
-    retire_latest_world()
+    LEDGER.retire_latest_world()
     violated = (rules,) if isinstance(rules, str) else tuple(rules or ())
     if symptom:
         message = f"{message}\n  symptom: {symptoms.render(symptom)}"
@@ -92,7 +92,7 @@ def fail(
         outcome = pytest.fail.Exception(message, pytrace=False)
     outcome.violated = violated
     outcome.symptom = symptom
-    outcome.world_size = ledger.latest()
+    outcome.world_size = LEDGER.latest_size
     raise outcome
 
 

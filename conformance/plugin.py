@@ -29,12 +29,13 @@ from conformance import (
 from conformance import report as rule_report
 from conformance.symptoms import Symptom
 from conformance.tasks import pure as pure_tasks
-from conformance.world import attach, harness, ledger
+from conformance.world import attach, harness
 from conformance.world.attach import AttachedWorld
 from conformance.world.backends import backend_named
 from conformance.world.harness import HarnessError
+from conformance.world.ledger import LEDGER
 from conformance.world.pool import World, WorldPool, make_sandbox
-from conformance.world.protocol import CaseResult
+from conformance.world.protocol import Case, CaseResult
 
 profiles.register()
 
@@ -248,6 +249,21 @@ def pure(world_pool: WorldPool | _AttachedPool, impl_name: str) -> Callable[...,
     return run
 
 
+@pytest.fixture
+def run_case(world_pool: WorldPool | _AttachedPool, impl_name: str) -> Callable[..., CaseResult]:
+    """``run_case(task, world_size, **args)`` runs the rank task ``task`` (``"dtensor:distribute"``
+    for ``conformance.tasks.dtensor:distribute``, or a full ``module:function``) with the
+    implementation under test on every rank of a world of ``world_size``; a case always carries
+    the adapter's name, so ranks and its replay command load the same one."""
+
+    def run(task: str, world_size: int, **args: Any) -> CaseResult:
+        module = task.partition(":")[0]
+        name = task if "." in module else f"conformance.tasks.{task}"
+        return world_pool.get(world_size).run(Case(name, {**args, "impl": impl_name}))
+
+    return run
+
+
 @pytest.fixture(scope="session")
 def impl(pytestconfig: pytest.Config) -> Any:
     """The implementation under test, as its adapter."""
@@ -305,7 +321,7 @@ def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> Non
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Tell the judge which rules' failures this test expects; report those it met."""
     judge.KNOWN.start(item.stash.get(_KNOWN_RULES, {}))
-    ledger.start_test()
+    LEDGER.start_test()
     with _stop_at_the_first_failure(item):
         yield
     if judge.KNOWN.seen:
@@ -347,7 +363,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     report = outcome.get_result()
     if report.when != "call":
         return
-    ran = ledger.sizes() or ([attach.CURRENT.world_size] if attach.CURRENT else [])
+    ran = LEDGER.sizes() or ([attach.CURRENT.world_size] if attach.CURRENT else [])
     report.user_properties.append(("sizes_ran", ",".join(map(str, ran))))
     if call.excinfo is None:
         return

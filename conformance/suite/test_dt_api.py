@@ -19,7 +19,6 @@ from conformance.oracle.mesh import by_rank
 from conformance.oracle.placements import normalize, partial_op
 from conformance.oracle.tensors import make_global
 from conformance.vocabulary import Mesh, parse_placements
-from conformance.world import Case
 
 OPS = ["sum", "avg", "min", "max", "product"]
 
@@ -78,7 +77,7 @@ def _requires_layout(impl, world_size: int, ranks: list[int], placements: list[s
                    "DT-REDIST-7", "DT-REDIST-8")  # fmt: skip
 @given(data=st.data())
 def test_distribute_slices_the_source_ranks_tensor_or_each_ranks_own(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, available_world_sizes, run_case, data
 ):
     """Every rank passes a different tensor; the locals are the layout slices of the source's
     (of each rank's own with ``src_data_rank=None``), partitioned along ``P`` mesh dims, and
@@ -86,9 +85,7 @@ def test_distribute_slices_the_source_ranks_tensor_or_each_ranks_own(
     judge.requires(impl, "dtensor")
     world_size, args = data.draw(distributions(available_world_sizes))
     _requires_layout(impl, world_size, args["mesh_ranks"], args["placements"])
-    result = world_pool.get(world_size).run(
-        Case("conformance.tasks.dtensor:distribute", {"impl": impl_name, **args})
-    )
+    result = run_case("dtensor:distribute", world_size, **args)
     mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
     placements = parse_placements(args["placements"])
     verdict = dt_api.distribute_verdict(args["shape"], mesh, placements, args["src_data_rank"])
@@ -186,7 +183,7 @@ def _local_shapes_and_dtypes(args, coords):
                    "DT-API-11", "DT-API-13", "DT-MESH-8", "DT-PLACE-2", "ERR-9")  # fmt: skip
 @given(data=st.data())
 def test_from_local_wraps_a_valid_layout_and_run_check_rejects_the_rest(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, run_case, available_world_sizes, data
 ):
     judge.requires(impl, "dtensor")
     world_size, args = data.draw(from_locals(available_world_sizes))
@@ -205,8 +202,8 @@ def test_from_local_wraps_a_valid_layout_and_run_check_rejects_the_rest(
     fault = args["fault"]
     drift = fault is not None and fault["kind"] == "drift"
     specified = checked.ok and (not fault or (drift and args["run_check"]))
-    case_args = {"impl": impl_name, **args, "full": specified}
-    result = world_pool.get(world_size).run(Case("conformance.tasks.dtensor:from_local", case_args))
+    case_args = {**args, "full": specified}
+    result = run_case("dtensor:from_local", world_size, **case_args)
     if not verdict.ok:  # a collective over the in-mesh ranks only (DT-API-8, DT-API-10)
         inside = tuple(o for o in result.outcomes if o.rank in coords)
         judge.assert_collective_verdict(dataclasses.replace(result, outcomes=inside), verdict)
@@ -306,7 +303,7 @@ ACCEPTS = {"distribute": "DT-API-2", "from_local": "DT-API-8", "redistribute": "
                    "ERR-6")  # fmt: skip
 @given(data=st.data())
 def test_a_collective_call_needs_one_placement_list_and_source_on_every_rank(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, available_world_sizes, run_case, data
 ):
     """Placements that differ between in-mesh ranks after normalisation, or a ``src_data_rank``
     that differs, make every in-mesh rank raise ValueError; ranks outside the mesh make a local
@@ -328,9 +325,7 @@ def test_a_collective_call_needs_one_placement_list_and_source_on_every_rank(
                         for r, a in by_rank_args.items()},
         run_check=True,
     )  # fmt: skip
-    result = world_pool.get(world_size).run(
-        Case("conformance.tasks.dtensor:with_placements", {"impl": impl_name, **args})
-    )
+    result = run_case("dtensor:with_placements", world_size, **args)
     inside = dataclasses.replace(
         result, outcomes=tuple(o for o in result.outcomes if o.rank in mesh.ranks)
     )

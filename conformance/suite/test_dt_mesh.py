@@ -12,7 +12,6 @@ from conformance import judge
 from conformance import strategies as ss
 from conformance.oracle import mesh as oracle
 from conformance.vocabulary import Mesh
-from conformance.world import Case
 
 TASK = "conformance.tasks.dtensor:mesh_facts"
 
@@ -30,13 +29,13 @@ def valid_meshes(draw, world_sizes: list[int]):
 @pytest.mark.rules("DT-MESH-1", "DT-MESH-5", "DT-MESH-6", "DT-MESH-7", "DT-MESH-9", "DT-MESH-10")
 @given(data=st.data())
 def test_every_rank_sees_the_mesh_its_coordinate_and_its_groups_in_coordinate_order(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, available_world_sizes, run_case, data
 ):
     judge.requires(impl, "dtensor")
     world_size, args = data.draw(valid_meshes(available_world_sizes))
     if len(args["ranks"]) < world_size:
         judge.assume_claimed(impl, "sub_groups")
-    result = world_pool.get(world_size).run(Case(TASK, {"impl": impl_name, **args}))
+    result = run_case("dtensor:mesh_facts", world_size, **args)
     values = judge.all_returned(result, rule="DT-MESH-10")
     context = result.replay_command()
     mesh = Mesh(tuple(args["shape"]), tuple(args["ranks"]))
@@ -105,13 +104,11 @@ def invalid_meshes(draw, world_sizes: list[int]):
 
 @pytest.mark.rules("DT-MESH-2", "DT-MESH-3", "DT-MESH-4", "DT-MESH-5", "DT-MESH-10")
 @given(data=st.data())
-def test_an_invalid_mesh_is_rejected_on_every_rank(
-    impl, impl_name, world_pool, available_world_sizes, data
-):
+def test_an_invalid_mesh_is_rejected_on_every_rank(impl, available_world_sizes, run_case, data):
     """Duplicate, out-of-range, empty and 0-d meshes and bad names: ValueError everywhere, also
     when only one rank passes the bad mesh."""
     judge.requires(impl, "dtensor")
     world_size, bad, args = data.draw(invalid_meshes(available_world_sizes))
     verdict = oracle.mesh_verdict(bad, world_size, args["names"])
-    result = world_pool.get(world_size).run(Case(TASK, {"impl": impl_name, **args}))
+    result = run_case("dtensor:mesh_facts", world_size, **args)
     judge.assert_collective_verdict(result, verdict)

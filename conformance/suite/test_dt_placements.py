@@ -11,7 +11,6 @@ from conformance import judge
 from conformance import strategies as ss
 from conformance import vocabulary as v
 from conformance.oracle import placements as oracle
-from conformance.world import Case
 
 JUNK = [1.5, 2.0, "0", None, True]
 
@@ -153,7 +152,7 @@ def placement_calls(draw, world_sizes: list[int]):
                    "DT-PLACE-7", "DT-API-4", "DT-API-7", "DT-REDIST-1")  # fmt: skip
 @given(data=st.data())
 def test_every_api_checks_its_placement_list_on_every_rank(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, available_world_sizes, run_case, data
 ):
     """distribute_tensor, from_local and redistribute reach one verdict on every rank; a valid
     result carries one normalised placement per mesh dim."""
@@ -167,9 +166,7 @@ def test_every_api_checks_its_placement_list_on_every_rank(
         judge.assume_claimed(impl, "partial:sum", "partial:max")
     parsed = v.parse_placements(bad)
     verdict = oracle.placements_verdict(parsed, len(args["mesh_shape"]), len(args["shape"]))
-    result = world_pool.get(world_size).run(
-        Case("conformance.tasks.dtensor:with_placements", {"impl": impl_name, **args})
-    )
+    result = run_case("dtensor:with_placements", world_size, **args)
     values = judge.assert_collective_verdict(result, verdict, rule=ACCEPTS[args["api"]])
     if values is None:
         return

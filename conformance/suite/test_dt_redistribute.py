@@ -18,7 +18,6 @@ from conformance.oracle.mesh import by_rank
 from conformance.oracle.placements import normalize, partial_op
 from conformance.oracle.tensors import make_global
 from conformance.vocabulary import Mesh, Partial, format_placements, parse_placements
-from conformance.world import Case
 
 
 @st.composite
@@ -68,15 +67,13 @@ def _transition_rule(source, target, ndim: int) -> str:
 )  # fmt: skip
 @given(data=st.data())
 def test_every_shard_and_replicate_transition_keeps_the_value_exactly(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, available_world_sizes, run_case, data
 ):
     judge.requires(impl, "dtensor")
     world_size, args = data.draw(transitions(available_world_sizes))
     if len(args["mesh_ranks"]) < world_size:
         judge.assume_claimed(impl, "sub_groups")
-    result = world_pool.get(world_size).run(
-        Case("conformance.tasks.dtensor:distribute_redistribute", {"impl": impl_name, **args})
-    )
+    result = run_case("dtensor:distribute_redistribute", world_size, **args)
     source, target = parse_placements(args["source"]), parse_placements(args["target"])
     # The case first distributes from the mesh's first rank, which need not be rank 0: a refusal
     # (the outcomes do not say of which call) is blamed on that source rank.
@@ -163,7 +160,7 @@ def _partial_parts(args) -> tuple[str | None, list[torch.Tensor]]:
 )  # fmt: skip
 @given(data=st.data())
 def test_partial_sources_reduce_and_partial_targets_partition(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, run_case, available_world_sizes, data
 ):
     """Every op as source and target: locals within the oracle's tolerance of reduce-then-slice
     and partition; P(product) targets, integer P(avg) reductions, missing placements and other
@@ -186,10 +183,8 @@ def test_partial_sources_reduce_and_partial_targets_partition(
     )  # fmt: skip
     integer = args["dtype"] == "int64"
     full_ok = not (integer and target is not None and partial_op(target) == "avg")
-    case_args = {"impl": impl_name, **args, "full": full_ok}
-    result = world_pool.get(world_size).run(
-        Case("conformance.tasks.dtensor:partial_redistribute", case_args)
-    )
+    case_args = {**args, "full": full_ok}
+    result = run_case("dtensor:partial_redistribute", world_size, **case_args)
     rule = _transition_rule(source, target, len(args["shape"])) if verdict.ok else None
     values = judge.assert_collective_verdict(result, verdict, rule=rule)
     if values is None:

@@ -14,7 +14,7 @@ from conformance.oracle.st_metadata import ShardMeta, TensorMeta
 from conformance.oracle.st_validation import layout_verdict
 from conformance.suite.test_st_validation import grid_layouts
 from conformance.vocabulary import Mesh, parse_placements
-from conformance.world import Case, Raised
+from conformance.world import Raised
 from conformance.world.protocol import RULE_ID
 
 SPEC_IDS = {rule.id for rule in rules.load()}
@@ -87,7 +87,7 @@ def local_calls(draw, world_sizes: list[int]):
                    "DT-PLACE-3", "DT-PLACE-6", "DT-REDIST-7", "DT-REDIST-14")  # fmt: skip
 @given(data=st.data())
 def test_a_local_call_raises_only_on_the_ranks_whose_own_input_is_bad(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, available_world_sizes, run_case, data
 ):
     """ERR-6 for local calls: the rank that passed a bad placement list raises the error its
     rule gives, every other rank returns, whatever that rank passed; a call outside the mesh
@@ -111,8 +111,6 @@ def test_a_local_call_raises_only_on_the_ranks_whose_own_input_is_bad(
          for r in range(world_size)}, world_size,
         src_data_ranks=dict.fromkeys(range(world_size), source), run_check=args["run_check"],
     )  # fmt: skip
-    result = world_pool.get(world_size).run(
-        Case("conformance.tasks.dtensor:with_placements", {"impl": impl_name, **args})
-    )
+    result = run_case("dtensor:with_placements", world_size, **args)
     # A valid call that did not return waited for, or failed with, the odd rank's call.
     judge.assert_verdicts_by_rank(result, verdicts, rule="ERR-6")

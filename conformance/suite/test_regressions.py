@@ -7,7 +7,6 @@ import pytest
 
 from conformance import judge
 from conformance.golden import regressions
-from conformance.world import Case
 
 SAVED = regressions.load_all()
 
@@ -16,9 +15,7 @@ SAVED = regressions.load_all()
     "regression",
     [pytest.param(r, id=name, marks=pytest.mark.rules(*r["rules"])) for name, r in SAVED],
 )
-def test_saved_regression_still_passes(
-    impl, impl_name, world_pool, available_world_sizes, regression
-):
+def test_saved_regression_still_passes(impl, available_world_sizes, run_case, regression):
     task, args = regression["case"]["task"], regression["case"]["args"]
     judge.requires(impl, "dtensor" if "dtensor" in task else "sharded_tensor")
     world_size = regression["world_size"]
@@ -27,5 +24,5 @@ def test_saved_regression_still_passes(
     group = args.get("group") or args.get("mesh_ranks")
     if group is not None and len(group) < world_size:
         judge.requires(impl, "sub_groups")
-    result = world_pool.get(world_size).run(Case(task, {**args, "impl": impl_name}))
+    result = run_case(task, world_size, **args)
     regressions.judge_result(regression, result)

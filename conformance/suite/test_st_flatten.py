@@ -17,7 +17,6 @@ from conformance.oracle.flatten import (
 )
 from conformance.oracle.st_metadata import Properties, ShardMeta, TensorMeta
 from conformance.oracle.st_sharding_spec import ChunkSpec, build_metadata
-from conformance.world import Case
 
 
 def _spec(ranks):
@@ -123,13 +122,11 @@ def _judge_flat(value, entry: Flat, rank: int, context: str) -> None:
 )  # fmt: skip
 @given(data=st.data())
 def test_flattening_rewrites_nested_tensors_into_outer_coordinates(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, available_world_sizes, run_case, data
 ):
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(nested_cases(available_world_sizes))
-    result = world_pool.get(world_size).run(
-        Case("conformance.tasks.sharded_tensor:flatten_checked", {"impl": impl_name, **args})
-    )
+    result = run_case("sharded_tensor:flatten_checked", world_size, **args)
     # Flattening is local (ST-FLAT-9): every rank returns, whether it flattens or not.
     values = judge.all_returned(result, rule="ST-FLAT-9")
     context = result.replay_command()
@@ -176,13 +173,11 @@ def test_flattening_rewrites_nested_tensors_into_outer_coordinates(
 @pytest.mark.rules("ST-FLAT-7")
 @given(data=st.data())
 def test_an_empty_inner_shard_starting_where_a_full_one_starts_is_flattened_like_any_other(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, available_world_sizes, run_case, data
 ):
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(empty_inner_shard_cases(available_world_sizes))
-    result = world_pool.get(world_size).run(
-        Case("conformance.tasks.sharded_tensor:flatten_checked", {"impl": impl_name, **args})
-    )
+    result = run_case("sharded_tensor:flatten_checked", world_size, **args)
     # The layout is valid (ST-VALID): every rank builds it and flattens it to ST-FLAT-7's boxes.
     values = judge.all_returned(result, rule="ST-FLAT-7")
     context = result.replay_command()

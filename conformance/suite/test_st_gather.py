@@ -14,7 +14,6 @@ from conformance.oracle.st_ops import box, gather_verdict
 from conformance.oracle.st_sharding_spec import ChunkSpec, build_metadata, chunk_shards
 from conformance.oracle.st_validation import TensorInfo
 from conformance.oracle.tensors import make_global
-from conformance.world import Case
 
 
 @st.composite
@@ -39,15 +38,12 @@ def gather_cases(draw, world_sizes: list[int]):
     "ST-SPEC-5", "ERR-9", "ERR-10",
 )  # fmt: skip
 @given(data=st.data())
-def test_shard_then_gather_returns_the_source_exactly(impl, impl_name, world_pool,
-                                                     available_world_sizes, data):  # fmt: skip
+def test_shard_then_gather_returns_the_source_exactly(impl, available_world_sizes, run_case, data):
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(gather_cases(available_world_sizes))
     if len(args["group"]) < world_size:
         judge.assume_claimed(impl, "sub_groups")
-    result = world_pool.get(world_size).run(
-        Case("conformance.tasks.sharded_tensor:shard_then_gather", {"impl": impl_name, **args})
-    )
+    result = run_case("sharded_tensor:shard_then_gather", world_size, **args)
     # Gather works on every layout (ST-GATHER-9), and on a sub-group (ST-GATHER-2).
     sub_group = len(args["group"]) < world_size
     values = judge.all_returned(result, rule="ST-GATHER-2" if sub_group else "ST-GATHER-9")
@@ -144,13 +140,11 @@ def _out_info(desc):
 )  # fmt: skip
 @given(data=st.data())
 def test_gather_arguments_are_validated_on_every_rank_before_data_moves(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, available_world_sizes, run_case, data
 ):
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(gather_arg_cases(available_world_sizes))
-    result = world_pool.get(world_size).run(
-        Case("conformance.tasks.sharded_tensor:gather_checked", {"impl": impl_name, **args})
-    )
+    result = run_case("sharded_tensor:gather_checked", world_size, **args)
     group = list(range(world_size))
     spec = ChunkSpec(args["dim"], tuple(f"rank:{r}/cpu" for r in args["order"]))
     meta = build_metadata(spec, args["shape"], Properties(dtype=args["dtype"]))

@@ -14,7 +14,6 @@ from conformance.oracle.st_ops import create_verdict, local_shards, shard_tensor
 from conformance.oracle.st_sharding_spec import ChunkSpec, EnumerableSpec, build_metadata
 from conformance.oracle.st_validation import TensorInfo
 from conformance.oracle.tensors import make_global, torch_dtype
-from conformance.world import Case
 
 TASKS = "conformance.tasks.sharded_tensor"
 
@@ -95,13 +94,11 @@ def _expected_fill(fill, options, dtype):
 )  # fmt: skip
 @given(data=st.data())
 def test_construction_from_a_spec_follows_its_layout_and_fill(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, available_world_sizes, run_case, data
 ):
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(create_cases(available_world_sizes))
-    result = world_pool.get(world_size).run(
-        Case(f"{TASKS}:create_checked", {"impl": impl_name, **args})
-    )
+    result = run_case("sharded_tensor:create_checked", world_size, **args)
     group = list(range(world_size))
     options = {r: {k: v for k, v in args["options_by_rank"][r].items() if k != "fill_value"}
                for r in group}  # fmt: skip
@@ -204,13 +201,11 @@ def shard_cases(draw, world_sizes: list[int]):
 )  # fmt: skip
 @given(data=st.data())
 def test_shard_scatters_the_source_ranks_tensor_or_every_rank_raises(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, available_world_sizes, run_case, data
 ):
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(shard_cases(available_world_sizes))
-    result = world_pool.get(world_size).run(
-        Case(f"{TASKS}:shard_checked", {"impl": impl_name, **args})
-    )
+    result = run_case("sharded_tensor:shard_checked", world_size, **args)
     group = list(range(world_size))
     tensors = args["tensor_by_rank"]
     verdict = shard_verdict(
@@ -252,7 +247,7 @@ def test_shard_scatters_the_source_ranks_tensor_or_every_rank_raises(
 @pytest.mark.rules("ST-LIFE-17", "ST-LIFE-18", "ERR-9", "ERR-10")
 @given(data=st.data())
 def test_to_cpu_clone_and_pickling_keep_layout_and_values(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, available_world_sizes, run_case, data
 ):
     judge.requires(impl, "sharded_tensor")
     world_size = data.draw(st.sampled_from(available_world_sizes))
@@ -263,7 +258,7 @@ def test_to_cpu_clone_and_pickling_keep_layout_and_values(
         "seed": data.draw(st.integers(0, 2**16)),
         "ranks": data.draw(st.permutations(range(world_size))),
     }
-    result = world_pool.get(world_size).run(Case(f"{TASKS}:copies", {"impl": impl_name, **args}))
+    result = run_case("sharded_tensor:copies", world_size, **args)
     values = judge.all_returned(result, rule="ST-LIFE-17")
     context = result.replay_command()
     for rank, value in enumerate(values):

@@ -19,7 +19,6 @@ from conformance.oracle.st_sharding_spec import (
     chunk_shards,
 )
 from conformance.oracle.tensors import make_global
-from conformance.world import Case
 
 FAULTS = ["none", "none", "identity", "enum_source", "enum_target", "repeat", "missing",
           "dim_range", "non_member", "not_spec"]  # fmt: skip
@@ -91,17 +90,13 @@ def reshard_cases(draw, world_sizes: list[int]):
     "ST-RESHARD-11", "ERR-3", "ERR-6", "ERR-9", "ERR-10", "ERR-11",
 )  # fmt: skip
 @given(data=st.data())
-def test_reshard_equals_sharding_the_gathered_tensor(
-    impl, impl_name, world_pool, available_world_sizes, data
-):
+def test_reshard_equals_sharding_the_gathered_tensor(impl, available_world_sizes, run_case, data):
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(reshard_cases(available_world_sizes))
     group = args["group"]
     if len(group) < world_size:
         judge.assume_claimed(impl, "sub_groups")
-    result = world_pool.get(world_size).run(
-        Case("conformance.tasks.sharded_tensor:reshard_checked", {"impl": impl_name, **args})
-    )
+    result = run_case("sharded_tensor:reshard_checked", world_size, **args)
     spec, new_spec = _oracle_spec(args["spec"]), _oracle_spec(args["new_spec"])
     verdict = reshard_verdict(spec, new_spec, args["shape"], group)
     # Ranks outside the group return None; the verdict is the members'.
@@ -176,7 +171,7 @@ def differing_reshards(draw, world_sizes: list[int]):
 @pytest.mark.rules("ST-RESHARD-9", "ST-RESHARD-6", "ERR-6")
 @given(data=st.data())
 def test_a_new_spec_that_differs_between_ranks_fails_on_every_rank(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, available_world_sizes, run_case, data
 ):
     """Specs that differ between members are ST-RESHARD-9's case even where each alone is valid
     or is the current spec: every member raises ValueError, its local tensors unchanged (the
@@ -189,9 +184,7 @@ def test_a_new_spec_that_differs_between_ranks_fails_on_every_rank(
     group = args["group"]
     if len(group) < world_size:
         judge.assume_claimed(impl, "sub_groups")
-    result = world_pool.get(world_size).run(
-        Case("conformance.tasks.sharded_tensor:reshard_checked", {"impl": impl_name, **args})
-    )
+    result = run_case("sharded_tensor:reshard_checked", world_size, **args)
     new_specs = {r: _oracle_spec(args["new_spec_by_rank"].get(str(r), args["new_spec"]))
                  for r in group}  # fmt: skip
     verdict = reshard_verdict_by_rank(_oracle_spec(args["spec"]), new_specs, args["shape"], group)

@@ -20,7 +20,6 @@ from conformance.oracle.st_sharding_spec import (
     enumerable_spec_verdict,
 )
 from conformance.oracle.vocabulary import VALID
-from conformance.world import Case
 
 
 @st.composite
@@ -170,7 +169,7 @@ def rankless_specs(draw, world_sizes: list[int]):
 @pytest.mark.rules("ST-SPEC-12", "ST-VALID-13", "ERR-6")
 @given(data=st.data())
 def test_a_spec_whose_placements_name_no_rank_builds_metadata_but_no_tensor(
-    impl, impl_name, pure, world_pool, available_world_sizes, data
+    impl, pure, available_world_sizes, run_case, data
 ):
     """``build_metadata`` checks no placements (ST-SPEC-12); ``zeros`` of that spec raises on
     every rank: ValueError for a bare device, NotImplementedError (or a tensor, where worker
@@ -189,9 +188,7 @@ def test_a_spec_whose_placements_name_no_rank_builds_metadata_but_no_tensor(
     args = {"fill": "zeros", "spec_by_rank": [{"boxes": boxes}] * world_size,
             "size_by_rank": [shape] * world_size, "options_by_rank": [options] * world_size,
             "as_sequence": False}  # fmt: skip
-    result = world_pool.get(world_size).run(
-        Case("conformance.tasks.sharded_tensor:create_checked", {"impl": impl_name, **args})
-    )
+    result = run_case("sharded_tensor:create_checked", world_size, **args)
     verdict = create_verdict(dict.fromkeys(group, EnumerableSpec(shards)),
                              dict.fromkeys(group, shape), dict.fromkeys(group, options),
                              group)  # fmt: skip

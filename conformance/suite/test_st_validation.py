@@ -19,7 +19,6 @@ from conformance.oracle.st_validation import (
     layout_verdict,
 )
 from conformance.oracle.vocabulary import VALID
-from conformance.world import Case
 
 
 def _local_inputs(args: dict, group: list[int]) -> dict[int, list[LocalShard]]:
@@ -196,13 +195,11 @@ def _tensor_info(desc):
 )  # fmt: skip
 @given(data=st.data())
 def test_construction_from_local_shards_checks_every_rank_and_keeps_the_data(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, available_world_sizes, run_case, data
 ):
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(from_local_cases(available_world_sizes))
-    result = world_pool.get(world_size).run(
-        Case("conformance.tasks.sharded_tensor:from_local_checked", {"impl": impl_name, **args})
-    )
+    result = run_case("sharded_tensor:from_local_checked", world_size, **args)
     group = list(range(world_size))
     inputs = _local_inputs(args, group)
     if args["kind"] == "local":
@@ -232,16 +229,14 @@ def test_construction_from_local_shards_checks_every_rank_and_keeps_the_data(
 @pytest.mark.rules("ST-VALID-6", "ERR-6")
 @given(data=st.data())
 def test_two_local_tensors_of_one_rank_that_differ_in_properties_fail_on_every_rank(
-    impl, impl_name, world_pool, available_world_sizes, data
+    impl, available_world_sizes, run_case, data
 ):
     """``init_from_local_shards`` where one rank passes two local tensors, one of another dtype
     or requiring grad: every rank raises ValueError (ST-VALID-6), not only the rank that sees
     the difference."""
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(from_local_cases(available_world_sizes, ["two_properties"]))
-    result = world_pool.get(world_size).run(
-        Case("conformance.tasks.sharded_tensor:from_local_checked", {"impl": impl_name, **args})
-    )
+    result = run_case("sharded_tensor:from_local_checked", world_size, **args)
     group = list(range(world_size))
     inputs = _local_inputs(args, group)
     verdict = init_from_local_shards_verdict(inputs, dict(enumerate(args["size_by_rank"])), group)

@@ -19,8 +19,9 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
-from conformance.world import harness, ledger
+from conformance.world import harness
 from conformance.world.backends import backend_named
+from conformance.world.ledger import LEDGER
 from conformance.world.protocol import Case, CaseResult, Hung, Outcome
 from conformance.world.rank import RankContext, encode, execute, init_group
 
@@ -67,7 +68,7 @@ class AttachedWorld:
             raise WorldLost(f"the attached world was lost earlier: {self._lost}")
         timeout = timeout_s or self.case_timeout_s
         self._seq += 1
-        ledger.record(self.world_size)
+        LEDGER.record(self.world_size)
         started = time.monotonic()
         self._store.set(f"case/{self._seq}", pickle.dumps((timeout, case.task, case.args)))
         outcomes: dict[int, Outcome] = {}

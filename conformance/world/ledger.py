@@ -1,34 +1,58 @@
-"""Which world sizes ran cases in this process during the current test.
+"""What ran in this process during the current test: the world sizes, and the world that ran the
+latest case.
 
 A property draws its world size per example, so its verdict belongs to the sizes it ran and, when
 it fails, to the size of the failing case: the per-rule table shows a rule that holds on 2 ranks
-and breaks on 3 in those two columns. Local and attached worlds record every case here; the
-plugin clears it when a test starts and reads it when the test ends (``conformance.plugin``).
+and breaks on 3 in those two columns. Local and attached worlds record every case in ``LEDGER``;
+the plugin starts it afresh when a test starts and reads it when the test ends
+(``conformance.plugin``), and the judge retires the latest world when it fails a case
+(``conformance.judge.fail``). One test runs at a time in a process, so one ledger serves it.
 """
 
 from __future__ import annotations
 
-_sizes: set[int] = set()
-_latest: int | None = None
+import weakref
+from typing import Protocol
 
 
-def start_test() -> None:
-    global _latest
-    _sizes.clear()
-    _latest = None
+class Closable(Protocol):
+    def close(self) -> None: ...
 
 
-def record(world_size: int) -> None:
-    global _latest
-    _sizes.add(world_size)
-    _latest = world_size
+class Ledger:
+    def __init__(self) -> None:
+        self._sizes: set[int] = set()
+        self.latest_size: int | None = None  # the size of the world of the case being judged
+        self._latest_world: weakref.ref[Closable] | None = None
+
+    def start_test(self) -> None:
+        self._sizes.clear()
+        self.latest_size = None
+
+    def record(self, world_size: int) -> None:
+        """A world of ``world_size`` ranks ran a case."""
+        self._sizes.add(world_size)
+        self.latest_size = world_size
+
+    def ran_on(self, world: Closable) -> None:
+        """``world`` (a local world or a sandbox) ran this process's latest case."""
+        self._latest_world = weakref.ref(world)
+
+    def sizes(self) -> list[int]:
+        """The world sizes that ran a case since the test started."""
+        return sorted(self._sizes)
+
+    def retire_latest_world(self) -> None:
+        """Close the world that ran this process's latest case, so its next case starts afresh.
+
+        The judge calls this when it fails a case. An implementation can break a rule while
+        every rank returns and still leave the world out of step: ranks that built different
+        meshes have called ``new_group`` different numbers of times, so the next group they
+        build never meets; a message sent and never received waits for the next case. A world
+        that ran a failing case is not trusted with another."""
+        world = self._latest_world() if self._latest_world is not None else None
+        if world is not None:
+            world.close()
 
 
-def sizes() -> list[int]:
-    """The world sizes that ran a case since the test started."""
-    return sorted(_sizes)
-
-
-def latest() -> int | None:
-    """The size of the world that ran the latest case of this test (the one being judged)."""
-    return _latest
+LEDGER = Ledger()

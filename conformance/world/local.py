@@ -19,16 +19,16 @@ import sys
 import tempfile
 import time
 import traceback
-import weakref
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
 
-from conformance.world import harness, ledger
+from conformance.world import harness
 from conformance.world.backends import Backend, backend_named, default_start_method
 from conformance.world.harness import HarnessError
+from conformance.world.ledger import LEDGER
 from conformance.world.protocol import Case, CaseResult, Died, Hung, Outcome, Returned
 from conformance.world.rank import (
     RankContext,
@@ -120,22 +120,6 @@ def _without_fork_ancestry(stack: str) -> str:
             kept.append(line)
         skipping = skipping or line.endswith(" in _rank_main")
     return "\n".join(kept)
-
-
-_latest: weakref.ref[LocalWorld] | None = None  # the world that ran this process's latest case
-
-
-def retire_latest_world() -> None:
-    """Close the world that ran this process's latest case, so that its next case starts afresh.
-
-    The judge calls this when it fails a case. An implementation can break a rule while every
-    rank returns and still leave the world out of step: ranks that built different meshes have
-    called ``new_group`` different numbers of times, so the next group they build never meets;
-    a message sent and never received waits for the next case. A world that ran a failing case
-    is not trusted with another."""
-    world = _latest() if _latest is not None else None
-    if world is not None:
-        world.close()
 
 
 class LocalWorld:
@@ -275,11 +259,10 @@ class LocalWorld:
         messages in flight or collectives out of step, which would corrupt the next case, and a
         fresh forked world costs tens of milliseconds.
         """
-        global _latest
         self.start()
-        _latest = weakref.ref(self)
+        LEDGER.ran_on(self)
         if self.process_group:  # a sandbox runs a pure call: no world size to report
-            ledger.record(self.world_size)
+            LEDGER.record(self.world_size)
         started = time.monotonic()
         outcomes = self._exchange(case, timeout_s or self.case_timeout_s)
         result = CaseResult(
