@@ -24,4 +24,3 @@ def chunk_bounds(length: int, parts: int, index: int) -> tuple[int, int]:
     """
     size = ceil_div(length, parts)
     return min(length, index * size), min(length, (index + 1) * size)
-
