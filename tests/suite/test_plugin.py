@@ -279,3 +279,33 @@ def test_a_fault_that_fires_once_is_one_failure_of_its_rule_reported_once(pytest
         "ST-SPEC-2": {"fail"},
         "ST-SPEC-3": {"blocked"},
     }
+
+
+DRAWING_TEST = """
+import json
+from hypothesis import given, strategies as st
+
+@given(st.integers(0, 10**9))
+def test_draws(n):
+    {body}
+    with open("draws.jsonl", "a") as f:
+        f.write(json.dumps(n) + "\\n")
+"""
+
+
+def _draws(pytester: pytest.Pytester, body: str, name: str = "test_draws") -> list[int]:
+    """The examples a ci run of a one-property file draws."""
+    source = DRAWING_TEST.format(body=body).replace("def test_draws", f"def {name}")
+    pytester.makepyfile(test_drawing=source)
+    (pytester.path / "draws.jsonl").unlink(missing_ok=True)
+    run(pytester, "--hypothesis-profile", "ci").assert_outcomes(passed=1)
+    return [json.loads(line) for line in (pytester.path / "draws.jsonl").read_text().split()]
+
+
+def test_a_ci_run_draws_by_the_tests_name_not_its_source(pytester):
+    """A refactor of a test body keeps the examples ci draws, so its verdicts can be compared
+    with the ones before it; another test name draws others."""
+    first = _draws(pytester, "pass")
+    assert len(first) == 60
+    assert _draws(pytester, "x = 1  # a refactored body") == first
+    assert _draws(pytester, "pass", name="test_renamed") != first
