@@ -96,6 +96,20 @@ def fail(
     raise outcome
 
 
+def assert_facts_of_raises(
+    result: CaseResult, facts: Mapping[str, str], context: str, *, rule: str
+) -> None:
+    """On every rank whose task raised, each fact the task saw around the raise holds
+    (``Raised.facts``: e.g. ``out`` not written before raising, ERR-8). ``facts`` maps a fact to
+    the words a failure names it by."""
+    __tracebackhide__ = True
+    for outcome in result.outcomes:
+        if isinstance(outcome, Raised) and outcome.facts:
+            for fact, words in facts.items():
+                assert_equal(f"rank {outcome.rank}: {words}", outcome.facts[fact], True, context,
+                             rule=rule)  # fmt: skip
+
+
 def _fail(
     what: str,
     actual: Any,

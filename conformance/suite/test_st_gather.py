@@ -157,9 +157,12 @@ def test_gather_arguments_are_validated_on_every_rank_before_data_moves(
     strided = any(isinstance(d, dict) and d.get("transposed") for d in args["out_by_rank"])
     rule = "ST-GATHER-8" if strided else "ST-GATHER-9"
     values = judge.assert_collective_verdict(result, verdict, rule=rule)
+    context = result.replay_command()
+    judge.assert_facts_of_raises(result, {"out_unchanged": "out unchanged before raising",
+                                          "unchanged": "tensor unchanged before raising"},
+                                 context, rule="ERR-8")  # fmt: skip
     if values is None:
         return
-    context = result.replay_command()
     expected = make_global(args["shape"], args["dtype"], args["seed"])
     for rank, value in enumerate(values):
         judge.assert_equal(f"rank {rank}: gather returned", value["returned"], None, context,

@@ -22,6 +22,7 @@ from conformance.oracle.tensors import make_global
 
 FAULTS = ["none", "none", "identity", "enum_source", "enum_target", "repeat", "missing",
           "dim_range", "non_member", "not_spec"]  # fmt: skip
+HELD = {"held_unchanged": "local tensors held before the call unchanged"}  # ST-RESHARD-6
 
 
 def _oracle_spec(data):
@@ -103,10 +104,11 @@ def test_reshard_equals_sharding_the_gathered_tensor(impl, available_world_sizes
     members = dataclasses.replace(result, outcomes=tuple(result.outcomes[r] for r in group))
     rule = _case_rule(verdict, spec, new_spec, len(args["shape"]), len(group) < world_size)
     judge.assert_collective_verdict(members, verdict, rule=rule)
+    context = result.replay_command()
+    judge.assert_facts_of_raises(members, HELD, context, rule="ST-RESHARD-6")
     if not (verdict.ok or members.ok):
         return
     values = dict(zip(group, members.values(), strict=True))
-    context = result.replay_command()
     props = Properties(dtype=args["dtype"])
     meta = build_metadata(spec, args["shape"], props)
     source = make_global(args["shape"], args["dtype"], args["seed"])
@@ -115,6 +117,8 @@ def test_reshard_equals_sharding_the_gathered_tensor(impl, available_world_sizes
     new_meta, expected = reshard(source, meta, new_spec, group)
     for rank in group:
         value = values[rank]
+        judge.assert_equal(f"rank {rank}: {HELD['held_unchanged']}", value["held_unchanged"],
+                           True, context, rule="ST-RESHARD-6")  # fmt: skip
         got = TensorMeta.from_json(value)
         kept = (got.size, got.properties) == (new_meta.size, new_meta.properties)
         judge.assert_equal(f"rank {rank}: metadata", got, new_meta, context,
@@ -174,8 +178,7 @@ def test_a_new_spec_that_differs_between_ranks_fails_on_every_rank(
     impl, available_world_sizes, run_case, data
 ):
     """Specs that differ between members are ST-RESHARD-9's case even where each alone is valid
-    or is the current spec: every member raises ValueError, its local tensors unchanged (the
-    task fails a rank whose tensors changed)."""
+    or is the current spec: every member raises ValueError, its local tensors unchanged."""
     judge.requires(impl, "sharded_tensor")
     sizes = [n for n in available_world_sizes if n > 1]
     if not sizes:
@@ -190,3 +193,4 @@ def test_a_new_spec_that_differs_between_ranks_fails_on_every_rank(
     verdict = reshard_verdict_by_rank(_oracle_spec(args["spec"]), new_specs, args["shape"], group)
     members = dataclasses.replace(result, outcomes=tuple(result.outcomes[r] for r in group))
     judge.assert_collective_verdict(members, verdict)
+    judge.assert_facts_of_raises(members, HELD, result.replay_command(), rule="ST-RESHARD-6")

@@ -9,6 +9,8 @@ exactly as the driver's verdict assumes them, and judges nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -19,8 +21,22 @@ from conformance.oracle.layout import source_local
 from conformance.oracle.mesh import coordinate
 from conformance.oracle.tensors import make_global, torch_dtype
 from conformance.vocabulary import Mesh
+from conformance.world.protocol import FACTS_ATTRIBUTE
 
 __all__ = ["contiguous_stride", "make_global", "torch_dtype"]
+
+
+@contextmanager
+def facts_on_raise(facts: Callable[[], dict[str, Any]]) -> Iterator[None]:
+    """Let the implementation's exception through with what the task saw around it (``facts()``,
+    e.g. whether an ``out`` buffer was written) attached, so that the driver judges a raise
+    together with its side effects (``Raised.facts``) and the task judges nothing."""
+    try:
+        yield
+    except Exception as exc:
+        setattr(exc, FACTS_ATTRIBUTE, facts())
+        raise
+
 
 # -- ShardedTensor ---------------------------------------------------------------------------------
 

@@ -90,9 +90,8 @@ def gather_checked(
     out_by_rank: list[Any],
 ) -> dict[str, Any]:
     """Shard from rank 0 over the world, gather with this rank's ``dst`` and ``out``. Raises what
-    gather raised, unless gather wrote ``out`` or changed the tensor before raising (then an
-    ``AssertionError``, ERR-8); returns ``out``, whether it kept its strides, and whether the
-    tensor is unchanged (ST-GATHER-11)."""
+    gather raised, with whether ``out`` and the tensor are unchanged attached (ERR-8); returns
+    ``out``, whether it kept its strides, and whether the tensor is unchanged (ST-GATHER-11)."""
     adapter = adapters.load(impl)
     source = make_global(shape, dtype, seed).to(ctx.device)
     t = adapter.st_shard(source, dim, placements_of(order, ctx.device), 0, None)
@@ -113,12 +112,12 @@ def gather_checked(
             )
         )
 
-    try:
+    def facts() -> dict[str, bool]:
+        out_unchanged = out_before is None or bool(torch.equal(out, out_before))
+        return {"out_unchanged": out_unchanged, "unchanged": unchanged()}
+
+    with codec.facts_on_raise(facts):
         returned = t.gather(dst=dst_by_rank[ctx.rank], out=out)
-    except Exception:
-        assert out_before is None or torch.equal(out, out_before), "out written before raising"
-        assert unchanged(), "the sharded tensor changed before raising"
-        raise
     return {
         "returned": returned,
         "out": out.cpu() if isinstance(out, torch.Tensor) else out,
@@ -141,7 +140,7 @@ def reshard_checked(
     """Build a tensor of ``spec`` on ``group`` (a chunk spec: sharded from group rank 0; an
     enumerable one: ``zeros``), reshard it to ``new_spec`` (to ``new_spec_by_rank[str(rank)]``
     on the ranks listed there); report the result and whether the local tensors held before
-    are unchanged (ST-RESHARD-6), also when reshard raised."""
+    are unchanged (ST-RESHARD-6), attached to the exception when reshard raised."""
     adapter = adapters.load(impl)
     process_group = ctx.group(group)
     if ctx.rank not in group:
@@ -157,12 +156,14 @@ def reshard_checked(
     held = [s.tensor for s in t.local_shards()]
     before = [x.clone() for x in held]
     new_spec = (new_spec_by_rank or {}).get(str(ctx.rank), new_spec)
-    try:
+
+    def kept() -> dict[str, bool]:
+        same = all(torch.equal(a, b) for a, b in zip(held, before, strict=True))
+        return {"held_unchanged": same}
+
+    with codec.facts_on_raise(kept):
         moved = t.reshard(codec.make_spec(adapter, new_spec, ctx.device))
-    finally:
-        kept = all(torch.equal(a, b) for a, b in zip(held, before, strict=True))
-    assert kept, "reshard changed the local tensors held before the call"
-    return codec.describe(adapter, moved)
+    return {**codec.describe(adapter, moved), **kept()}
 
 
 def from_local_checked(

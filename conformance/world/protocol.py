@@ -60,6 +60,9 @@ class Case:
         )
 
 
+FACTS_ATTRIBUTE = "shardspec_facts"
+
+
 @dataclass(frozen=True)
 class Returned:
     """The rank finished the task; ``value`` is what it returned (tensors moved to CPU)."""
@@ -73,12 +76,15 @@ class Returned:
 
 @dataclass(frozen=True)
 class Raised:
-    """The task raised on this rank. ``types`` is the exception's MRO, most derived first."""
+    """The task raised on this rank. ``types`` is the exception's MRO, most derived first;
+    ``facts`` is what the task saw around the raise, for the driver to judge (a task attaches
+    them to the exception it lets through as ``FACTS_ATTRIBUTE``)."""
 
     rank: int
     types: tuple[str, ...]
     message: str
     traceback: str
+    facts: dict[str, Any] | None = None
 
     @property
     def type(self) -> str:

@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from conformance.world.backends import Backend
-from conformance.world.protocol import Outcome, Raised, Returned
+from conformance.world.protocol import FACTS_ATTRIBUTE, Outcome, Raised, Returned
 
 
 class Channel(Protocol):
@@ -98,6 +98,7 @@ def execute(ctx: RankContext, task: str, args: dict[str, Any]) -> Outcome:
             types=tuple(cls.__name__ for cls in type(exc).__mro__),
             message=str(exc),
             traceback=traceback.format_exc(),
+            facts=getattr(exc, FACTS_ATTRIBUTE, None),
         )
 
 

@@ -74,7 +74,50 @@ class MessagesWithoutRuleIds(ReferenceAdapter):
             raise ValueError(str(exc).split("] ", 1)[-1]) from None
 
 
+class GatherWritesOutBeforeChecking(ReferenceAdapter):
+    """``gather`` that clears ``out`` before it checks its arguments (ERR-8)."""
+
+    def st_shard_by_spec(self, tensor, spec, src_rank, group):
+        t = super().st_shard_by_spec(tensor, spec, src_rank, group)
+        checked = t.gather
+
+        def gather(dst=0, out=None):
+            if isinstance(out, torch.Tensor):
+                out.zero_()
+            return checked(dst=dst, out=out)
+
+        t.gather = gather
+        return t
+
+
+class ReshardSpoilsItsSourceOnError(ReferenceAdapter):
+    """``reshard`` that, failing, leaves the local tensors it held changed (ST-RESHARD-6)."""
+
+    def st_shard_by_spec(self, tensor, spec, src_rank, group):
+        return _spoiling(super().st_shard_by_spec(tensor, spec, src_rank, group))
+
+    def st_create(self, fill, spec, *args, **options):
+        return _spoiling(super().st_create(fill, spec, *args, **options))
+
+
+def _spoiling(t):
+    checked = t.reshard
+
+    def reshard(spec):
+        try:
+            return checked(spec)
+        except Exception:
+            for s in t.local_shards():
+                s.tensor.add_(1)
+            raise
+
+    t.reshard = reshard
+    return t
+
+
 CHUNK_OFFSET = ChunkOffsetPastTheEnd()
+GATHER_WRITES_OUT = GatherWritesOutBeforeChecking()
+RESHARD_SPOILS_SOURCE = ReshardSpoilsItsSourceOnError()
 GATHER_DROPS_LAST = GatherDropsTheLastShard()
 TOUCHING_OVERLAP = TouchingBoxesOverlap()
 LOSES_PRECISION = RedistributeLosesPrecision()

@@ -80,6 +80,16 @@ def run_suite(test_file: str, impl: str) -> str:
             ["=[904623.3125], but should be [904623.3]", '"shape": []', "--world-size 1"],
         ),
         (
+            "test_st_gather.py",
+            "mutants:GATHER_WRITES_OUT",
+            ["out unchanged before raising=False, but should be True [ERR-8"],
+        ),
+        (
+            "test_st_reshard.py",
+            "mutants:RESHARD_SPOILS_SOURCE",
+            ["held before the call unchanged=False, but should be True [ST-RESHARD-6"],
+        ),
+        (
             "test_errors.py",
             "mutants:NO_RULE_IDS",
             ["rule ids the spec defines, named in the message=False, but should be True"],
@@ -90,6 +100,8 @@ def run_suite(test_file: str, impl: str) -> str:
         "gather-drops-last-shard",
         "touching-boxes-overlap",
         "float32-trip",
+        "gather-writes-out-before-checking",
+        "reshard-spoils-its-source-on-error",
         "messages-without-rule-ids",
     ],
 )
