@@ -53,6 +53,25 @@ class TouchingBoxesOverlap(ReferenceAdapter):
         super().st_validate(shards, global_shape)
 
 
+class OverlapSeenInOneDim(ReferenceAdapter):
+    """An overlap check that compares only the last dim: boxes disjoint along another dim, but
+    sharing columns, are taken to overlap (ST-VALID-1)."""
+
+    def st_validate(self, shards, global_shape):
+        boxes = [s for s in shards if all(s["sizes"])]
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1 :]:
+                (oa, sa, ob, sb) = (
+                    a["offsets"][-1],
+                    a["sizes"][-1],
+                    b["offsets"][-1],
+                    b["sizes"][-1],
+                )
+                if max(oa, ob) < min(oa + sa, ob + sb):
+                    raise ValueError(f"[ST-VALID-2] {a} and {b} overlap")
+        super().st_validate(shards, global_shape)
+
+
 class RedistributeLosesPrecision(ReferenceAdapter):
     """Redistribution through float32, as PyTorch's gather does."""
 
@@ -120,6 +139,7 @@ GATHER_WRITES_OUT = GatherWritesOutBeforeChecking()
 RESHARD_SPOILS_SOURCE = ReshardSpoilsItsSourceOnError()
 GATHER_DROPS_LAST = GatherDropsTheLastShard()
 TOUCHING_OVERLAP = TouchingBoxesOverlap()
+OVERLAP_IN_ONE_DIM = OverlapSeenInOneDim()
 LOSES_PRECISION = RedistributeLosesPrecision()
 NO_RULE_IDS = MessagesWithoutRuleIds()
 

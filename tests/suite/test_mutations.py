@@ -75,6 +75,16 @@ def run_suite(test_file: str, impl: str) -> str:
             ],
         ),
         (
+            "test_st_validation.py",
+            "mutants:OVERLAP_IN_ONE_DIM",
+            [
+                "overlap\", but should be 'a result'",
+                # two unit boxes, disjoint along dim 0, sharing dim 1
+                "validate([{'offsets': [0, 0], 'sizes': [1, 1], 'placement': 'rank:0/cpu'}, "
+                "{'offsets': [1, 0], 'sizes': [1, 1], 'placement': 'rank:1/cpu'}], size=[2, 1])",
+            ],
+        ),
+        (
             "test_dt_redistribute.py",
             "mutants:LOSES_PRECISION",
             ["=[904623.3125], but should be [904623.3]", '"shape": []', "--world-size 1"],
@@ -99,6 +109,7 @@ def run_suite(test_file: str, impl: str) -> str:
         "chunk-offset",
         "gather-drops-last-shard",
         "touching-boxes-overlap",
+        "overlap-seen-in-one-dim",
         "float32-trip",
         "gather-writes-out-before-checking",
         "reshard-spoils-its-source-on-error",
