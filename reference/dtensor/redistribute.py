@@ -1,7 +1,7 @@
 """Redistribution: a plan of per-mesh-dim steps, then its execution (spec/dt-redistribute.md).
 
 The plan depends only on the source and target placements, so every rank makes the same plan
-and a reader can print it (``python -m reference.dtensor.redistribute "S(0),S(0)" "S(1),R"``).
+and a reader can print it (``python -m reference.dtensor.plan "S(0),S(0)" "S(1),R"``).
 Its order follows the layout's nesting (DT-LAYOUT-7):
 
 1. reduce the ``P`` dims that do not stay ``P`` (all-reduce), unless they end in a shard;
@@ -26,7 +26,6 @@ Rules and where they live:
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,7 +40,6 @@ from reference.dtensor.placements import (
     Replicate,
     Shard,
     ShardLike,
-    parse,
     show,
 )
 
@@ -213,15 +211,3 @@ def _product(sizes) -> int:
     for size in sizes:
         result *= size
     return result
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Print the plan of a redistribution.")
-    parser.add_argument("source", help='e.g. "S(0),S(0)"')
-    parser.add_argument("target", help='e.g. "S(1),R"')
-    args = parser.parse_args(argv)
-    print(plan(parse(args.source), parse(args.target)))
-
-
-if __name__ == "__main__":
-    main()

@@ -32,6 +32,7 @@ HEADING = "Rules and where they live:"
 # Pictures of layouts and the tour's numbers: they show rules at work, and none lives there.
 UNMAPPED = {
     "reference.dtensor.draw",
+    "reference.dtensor.plan",
     "reference.pictures",
     "reference.sharded_tensor.draw",
     "reference.svg",
