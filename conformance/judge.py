@@ -51,13 +51,25 @@ class KnownFailures:
     def __init__(self) -> None:
         self.expected: Mapping[str, Symptom] = {}
         self.seen: set[str] = set()
+        self.shown: dict[str, set[str]] = {}  # rule -> the listed behaviours met, as written
 
     def start(self, expected: Mapping[str, Symptom]) -> None:
-        self.expected, self.seen = dict(expected), set()
+        self.expected, self.seen, self.shown = dict(expected), set(), {}
 
     def covers(self, violated: tuple[str, ...], symptom: Symptom | None) -> bool:
         """Whether a failure of ``violated`` showing ``symptom`` is the known one."""
         return known_failures.covers(self.expected, violated, symptom)
+
+    def met(self, violated: tuple[str, ...], symptom: Symptom) -> None:
+        """Record a known failure: its rules, and which of their listed behaviours it showed."""
+        self.seen.update(violated)
+        for rule in violated:
+            shown = {str(a) for a in self.expected[rule] if any(a.allows(b) for b in symptom)}
+            self.shown.setdefault(rule, set()).update(shown)
+
+    def shown_text(self) -> str:
+        """``RULE=behaviour|behaviour;...``: what ``met`` recorded, for a test report."""
+        return ";".join(f"{r}={'|'.join(sorted(b))}" for r, b in sorted(self.shown.items()))
 
 
 KNOWN = KnownFailures()
@@ -80,7 +92,7 @@ def fail(
     if symptom:
         message = f"{message}\n  symptom: {symptoms.render(symptom)}"
     if KNOWN.covers(violated, symptom):
-        KNOWN.seen.update(violated)
+        KNOWN.met(violated, symptom or frozenset())
         if currently_in_test_context():
             reject()
         first_line = message.splitlines()[0] if message else ""

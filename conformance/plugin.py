@@ -342,6 +342,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         yield
     if judge.KNOWN.seen:
         item.user_properties.append(("known", ",".join(sorted(judge.KNOWN.seen))))
+        item.user_properties.append(("known_as", judge.KNOWN.shown_text()))
 
 
 @contextmanager
@@ -508,6 +509,7 @@ class _RuleResults:
         self.table = rule_report.RuleTable(backend=config.getoption("--backend"))
         self.known = {rule.id for rule in rules.load()}
         self.known_seen: dict[str, set[str]] = {}
+        self.known_as: dict[str, dict[str, set[str]]] = {}  # test -> rule -> behaviours met
         self.collected = 0
         self.finished: set[str] = set()
         self.not_judged: list[str] = []
@@ -565,6 +567,10 @@ class _RuleResults:
         violated = [r for r in properties.get("violated", "").split(",") if r in self.known]
         known = [r for r in properties.get("known", "").split(",") if r in self.known]
         self.known_seen.setdefault(report.nodeid, set()).update(known)
+        shown = self.known_as.setdefault(report.nodeid, {})
+        for part in filter(None, properties.get("known_as", "").split(";")):
+            rule, _, behaviours = part.partition("=")
+            shown.setdefault(rule, set()).update(behaviours.split("|"))
         stopped_by = violated if verdict in ("fail", "xfail") else []
         rest = [r for r in properties["rules"].split(",") if r not in stopped_by + known]
         ended_early = stopped_by or (known and verdict == "xfail")
@@ -607,8 +613,10 @@ class _RuleResults:
                 out.write("## shardspec conformance\n\n" + markdown)
 
     def _report_unmet_known_failures(self, terminalreporter) -> None:
-        """Rule entries of the xfails file that no test of this run met: the rule may be fixed,
-        or the run did not draw a case that shows it."""
+        """Rule entries of the xfails file that no test of this run met, and behaviours listed
+        for a met rule that none of its failures showed: the rule may be fixed (or fixed in
+        part), or the run did not draw a case that shows it. A ci run is deterministic, so
+        these lines say which symptoms a release's run really confirms."""
         path = self.config.getoption("--xfails")
         unmet_entries = 0
         for entry in self.config.stash[_XFAILS]:
@@ -616,6 +624,14 @@ class _RuleResults:
                 continue  # a strict xfail: a test that no longer fails says so itself (XPASS)
             ran = [n for n in self.known_seen if known_failures.matches(entry, n)]
             met = set().union(*(self.known_seen[n] for n in ran))
+            for rule in (r for r in entry.rules if r in met):
+                shown = set().union(*(self.known_as.get(n, {}).get(rule, set()) for n in ran))
+                never = sorted(str(b) for b in entry.symptoms[rule] if str(b) not in shown)
+                if never:
+                    terminalreporter.write_line(
+                        f"{path}:{entry.line}: known failure of {rule} in {entry.test_id} met, "
+                        f"but never as: {', '.join(never)}"
+                    )
             unmet = [r for r in entry.rules if r not in met]
             if ran and unmet:
                 unmet_entries += 1

@@ -281,6 +281,27 @@ def test_a_fault_that_fires_once_is_one_failure_of_its_rule_reported_once(pytest
     }
 
 
+def test_a_listed_behaviour_no_failure_showed_is_reported(pytester):
+    """An entry's rule met only as ``wrong value`` says it never hung: the run confirms one of
+    the two behaviours it lists."""
+    pytester.makepyfile(test_rule_level=RULE_LEVEL_TESTS)
+    pytester.path.joinpath("xfails.txt").write_text(
+        "# planted\n"
+        "test_rule_level.py::test_sometimes_breaks_one_rule\n"
+        "    ST-GATHER-1: wrong value, hangs\n"
+        "test_rule_level.py::test_one_example_breaks_one_rule\n    ST-SPEC-1: wrong value\n"
+    )
+    result = run(pytester, "--xfails", "xfails.txt", "-k", "sometimes or one_example")
+    result.assert_outcomes(passed=1, xfailed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "xfails.txt:2: known failure of ST-GATHER-1 in *test_sometimes_breaks_one_rule met, "
+            "but never as: hangs"
+        ]
+    )
+    result.stdout.no_fnmatch_line("*ST-SPEC-1*never as*")
+
+
 DRAWING_TEST = """
 import json
 from hypothesis import given, strategies as st
