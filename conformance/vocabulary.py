@@ -77,10 +77,6 @@ def parse_placement(text: str) -> Placement:
     raise ValueError(f"not a placement in short notation (DT-PLACE-9): {text!r}")
 
 
-def format_placement(p: Placement) -> str:
-    return str(p)
-
-
 def parse_placements(texts: list[str] | tuple[str, ...]) -> tuple[Placement, ...]:
     return tuple(parse_placement(t) for t in texts)
 

@@ -105,8 +105,9 @@ class PyTorchAdapter:
         check_tensor(metadata, list(global_shape))
 
     def st_shard(self, tensor, dim, placements, src_rank, group) -> ShardedTensor:
-        spec = ChunkShardingSpec(dim=dim, placements=list(placements))
-        return self.st_shard_by_spec(tensor, spec, src_rank, group)
+        return self.st_shard_by_spec(
+            tensor, self.st_chunk_spec(dim, list(placements)), src_rank, group
+        )
 
     def st_from_local_shards(self, local, global_shape, group) -> ShardedTensor:
         shards = [TorchShard(tensor, _to_metadata(meta)) for tensor, meta in local]
@@ -127,7 +128,7 @@ class PyTorchAdapter:
         st.gather(dst=dst, out=out)
 
     def st_reshard(self, st: ShardedTensor, dim: int, placements: Sequence[str]) -> ShardedTensor:
-        return st.reshard(ChunkShardingSpec(dim=dim, placements=list(placements)))
+        return st.reshard(self.st_chunk_spec(dim, list(placements)))
 
     def st_remote_device(self, text) -> _remote_device:
         return _remote_device(text)
@@ -168,9 +169,7 @@ class PyTorchAdapter:
         )
 
     def st_nest(self, shards, metadata, group) -> ShardedTensor:
-        return ShardedTensor._init_from_local_shards_and_global_metadata(
-            shards, metadata, process_group=group
-        )
+        return self.st_init_from_global_metadata(shards, metadata, group)
 
     def st_flatten(self, state_dict):
         return _flatten_sharded_tensors(state_dict)

@@ -69,8 +69,9 @@ class ReferenceAdapter:
         st.check_layout(st.ShardedTensorMetadata(metadata, torch.Size(global_shape)))
 
     def st_shard(self, tensor, dim, placements, src_rank, group) -> st.ShardedTensor:
-        spec = st.ChunkShardingSpec(dim, list(placements))
-        return self.st_shard_by_spec(tensor, spec, src_rank, group)
+        return self.st_shard_by_spec(
+            tensor, self.st_chunk_spec(dim, list(placements)), src_rank, group
+        )
 
     def st_from_local_shards(self, local, global_shape, group) -> st.ShardedTensor:
         shards = [st.Shard(tensor, _to_metadata(meta)) for tensor, meta in local]
@@ -91,7 +92,7 @@ class ReferenceAdapter:
         t.gather(dst=dst, out=out)
 
     def st_reshard(self, t: st.ShardedTensor, dim, placements) -> st.ShardedTensor:
-        return t.reshard(st.ChunkShardingSpec(dim, list(placements)))
+        return t.reshard(self.st_chunk_spec(dim, list(placements)))
 
     def st_remote_device(self, text):
         return st.Placement(text)
