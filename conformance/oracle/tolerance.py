@@ -40,8 +40,9 @@ def tolerance(op: str, parts: Sequence[torch.Tensor]) -> torch.Tensor:
     tensors of one group of ``P(op)`` coordinates) in any order (DT-REDIST-5).
 
     Zero for integer dtypes, for ``min``/``max`` and where the reduction is exact; otherwise
-    ``(n - 1) * eps`` times ``sum |x|`` (sum), ``|prod x|`` (product), plus one rounding of the
-    division for ``avg``: two orders each within ``(n - 1) * eps / 2`` of the exact value."""
+    ``(n - 1) * eps`` times ``sum |x|`` (sum), ``|prod x|`` (product, plus ``(n - 1)`` smallest
+    subnormals times ``prod max(1, |x|)`` for underflow), plus one rounding of the division for
+    ``avg``: two orders each within ``(n - 1) * eps / 2`` of the exact value."""
     dtype = parts[0].dtype
     zero = torch.zeros(parts[0].shape, dtype=torch.float64)
     if not dtype.is_floating_point or op in ("min", "max"):
@@ -49,7 +50,11 @@ def tolerance(op: str, parts: Sequence[torch.Tensor]) -> torch.Tensor:
     x = torch.stack(parts).to(torch.float64)
     n, eps = len(parts), torch.finfo(dtype).eps
     if op == "product":
-        bound = (n - 1) * eps * x.prod(0).abs()
+        # A product that underflows rounds to the subnormal grid: each multiplication may add an
+        # absolute error of half the smallest subnormal, scaled by the factors after it.
+        tiny = torch.finfo(dtype).smallest_normal * eps
+        scale = x.abs().clamp(min=1).prod(0)
+        bound = (n - 1) * (eps * x.prod(0).abs() + tiny * scale)
         return torch.where(_exact_products(x, dtype), zero, bound)
     bound = (n - 1) * eps * x.abs().sum(0)
     if op == "avg":
