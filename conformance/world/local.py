@@ -28,6 +28,7 @@ import torch.distributed as dist
 from conformance.world import harness
 from conformance.world.backends import Backend, backend_named, default_start_method
 from conformance.world.harness import HarnessError
+from conformance.world.idle import SleepWatch
 from conformance.world.ledger import LEDGER
 from conformance.world.protocol import Case, CaseResult, Died, Hung, Outcome, Returned
 from conformance.world.rank import (
@@ -38,6 +39,11 @@ from conformance.world.rank import (
     isolate_from_driver_terminal,
     serve,
 )
+
+# A case ends early once every rank yet to answer has slept (idle.SleepWatch) this long: the grace
+# period, but never less than this floor, which a correct rank waiting on a busy peer outlasts.
+_MIN_SLEEP_S = 0.5
+_SAMPLE_EVERY_S = 0.1
 
 
 class WorldStartError(HarnessError, RuntimeError):
@@ -127,6 +133,9 @@ class LocalWorld:
 
     ``case_timeout_s`` bounds a case; once any rank has raised or died, the others get
     ``grace_s`` more to answer (they are usually stuck in a collective the failed rank left).
+    A case also ends, as a hang of the ranks yet to answer, once every one of them has slept for
+    ``grace_s`` (no thread running, next to no CPU: ``conformance.world.idle``): nothing in the
+    world can wake them, so a known hang costs the grace period, not the case timeout.
 
     ``process_group=False`` makes a sandbox: ranks that join no group, where the calls of an
     implementation that need none (metadata, placements, layouts) run apart from the driver, so
@@ -285,19 +294,24 @@ class LocalWorld:
         started = time.monotonic()
         outcomes: dict[int, Outcome] = {}
         first_failure: float | None = None
+        asleep = False
+        sleep = SleepWatch(max(self.grace_s, _MIN_SLEEP_S))
         while len(outcomes) < self.world_size:
             limit = (
                 deadline if first_failure is None else min(deadline, first_failure + self.grace_s)
             )
             remaining = limit - time.monotonic()
-            if remaining <= 0:
+            waiting = [rank for rank in range(self.world_size) if rank not in outcomes]
+            for rank in waiting:
+                sleep.sample(self._procs[rank].pid)
+            asleep = all(sleep.asleep(self._procs[rank].pid) for rank in waiting)
+            if remaining <= 0 or asleep:
                 break
             watched: dict[Any, int] = {}
-            for rank in range(self.world_size):
-                if rank not in outcomes:
-                    watched[self._conns[rank]] = rank
-                    watched[self._procs[rank].sentinel] = rank
-            for ready in wait(list(watched), remaining):
+            for rank in waiting:
+                watched[self._conns[rank]] = rank
+                watched[self._procs[rank].sentinel] = rank
+            for ready in wait(list(watched), min(remaining, _SAMPLE_EVERY_S)):
                 rank = watched[ready]
                 if rank in outcomes:
                     continue
@@ -310,7 +324,7 @@ class LocalWorld:
         waited = time.monotonic() - started
         hung = [rank for rank in range(self.world_size) if rank not in outcomes]
         for rank, stack in zip(hung, self._dump_stacks(hung), strict=True):
-            outcomes[rank] = Hung(rank, waited, stack)
+            outcomes[rank] = Hung(rank, waited, stack, asleep)
         return tuple(outcomes[rank] for rank in range(self.world_size))
 
     def _receive(self, rank: int, mark: int) -> Outcome | None:

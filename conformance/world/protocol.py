@@ -106,14 +106,18 @@ class Raised:
 
 @dataclass(frozen=True)
 class Hung:
-    """The rank gave no answer in time; ``stack`` is its Python stack when it was stopped."""
+    """The rank gave no answer in time, or had fallen ``asleep`` (blocked with no work left, while
+    every rank still out was asleep too: ``conformance.world.idle``); ``stack`` is its Python stack
+    when it was stopped."""
 
     rank: int
     waited_s: float
     stack: str
+    asleep: bool = False
 
     def describe(self) -> str:
-        return f"rank {self.rank}: no answer after {self.waited_s:.1f} s (hung)"
+        how = "asleep, " if self.asleep else ""
+        return f"rank {self.rank}: no answer after {self.waited_s:.1f} s ({how}hung)"
 
 
 @dataclass(frozen=True)

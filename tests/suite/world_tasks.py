@@ -77,6 +77,22 @@ def hang(ctx: RankContext, rank: int) -> int:
     return ctx.rank
 
 
+def stuck_in_collective(ctx: RankContext, rank: int) -> int:
+    """``rank`` enters an all-reduce that its peers, who return, never join."""
+    if ctx.rank == rank:
+        dist.all_reduce(torch.ones(1))
+    return ctx.rank
+
+
+def compute_then_reduce(ctx: RankContext, rank: int, seconds: float) -> torch.Tensor:
+    """``rank`` computes for ``seconds`` before the all-reduce its peers already wait in."""
+    if ctx.rank == rank:
+        ends = time.monotonic() + seconds
+        while time.monotonic() < ends:
+            pass
+    return all_reduce_sum(ctx, 1)
+
+
 def exit_abruptly(ctx: RankContext, rank: int, code: int) -> torch.Tensor:
     if ctx.rank == rank:
         os._exit(code)
