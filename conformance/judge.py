@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 import pytest
 import torch
-from hypothesis import assume, currently_in_test_context, reject
+from hypothesis import assume, currently_in_test_context
 
 from conformance import known_failures, symptoms
 from conformance.oracle.vocabulary import VALID, Verdict
@@ -25,7 +25,7 @@ from conformance.report import NOT_CLAIMED
 from conformance.symptoms import Symptom
 from conformance.world import CaseResult, Raised, Returned
 from conformance.world.ledger import LEDGER
-from conformance.world.protocol import RULE_ID
+from conformance.world.protocol import BUILT_FACT, RULE_ID
 
 
 def requires(impl: Any, *capabilities: str) -> None:
@@ -44,17 +44,31 @@ def assume_claimed(impl: Any, *capabilities: str) -> None:
         assume(False)
 
 
+class KnownFailureMet(Exception):
+    """Ends an example of a property at a known failure: the plugin counts the example as run
+    (so a property's known failures cost at most its ``max_examples``, not ten times as many
+    discarded ones) and the property goes on with its next example."""
+
+
 class KnownFailures:
     """The rules whose failures the running test expects, each with the symptom its entry lists
-    (set by the plugin from the xfails file), and those it has met so far."""
+    (set by the plugin from the xfails file), those it has met so far, and how many of the
+    property's examples ran and how many of them ended at a known failure."""
 
     def __init__(self) -> None:
-        self.expected: Mapping[str, Symptom] = {}
-        self.seen: set[str] = set()
-        self.shown: dict[str, set[str]] = {}  # rule -> the listed behaviours met, as written
+        self.start({})
 
     def start(self, expected: Mapping[str, Symptom]) -> None:
-        self.expected, self.seen, self.shown = dict(expected), set(), {}
+        self.expected: Mapping[str, Symptom] = dict(expected)
+        self.seen: set[str] = set()
+        self.shown: dict[str, set[str]] = {}  # rule -> the listed behaviours met, as written
+        self.examples = 0
+        self.ended_known = 0
+
+    def every_example_known(self) -> bool:
+        """Whether the property ran examples and each ended at a known failure: nothing else
+        it checks was judged."""
+        return self.examples > 0 and self.ended_known == self.examples
 
     def covers(self, violated: tuple[str, ...], symptom: Symptom | None) -> bool:
         """Whether a failure of ``violated`` showing ``symptom`` is the known one."""
@@ -75,26 +89,50 @@ class KnownFailures:
 KNOWN = KnownFailures()
 
 
+# The rules of errors.md that a failure breaks by how it shows, whatever rule its check enforces:
+# a hang (ERR-7), ranks of one collective that part ways (ERR-6), an invalid input refused with
+# another type than its rule's (ERR-1 to ERR-3, by the type expected).
+HANG_RULE = "ERR-7"
+SPLIT_RULE = "ERR-6"
+TYPE_RULES = {"ValueError": "ERR-1", "TypeError": "ERR-2", "NotImplementedError": "ERR-3"}
+RETURN_RULES = {"ValueError": "ERR-1", "TypeError": "ERR-2"}
+
+
+def _with(rules: tuple[str, ...], *more: str | None) -> tuple[str, ...]:
+    return tuple(dict.fromkeys([*rules, *(r for r in more if r)]))
+
+
+def _split(outcomes: Iterable[Any]) -> bool:
+    """Whether the members of one collective reached different verdicts (ERR-6): some raised
+    while others returned, hung or died, or they raised exceptions of different types."""
+    return len({(type(o), getattr(o, "type", None)) for o in outcomes}) > 1
+
+
 def fail(
     message: str, rules: str | Iterable[str] | None, symptom: Symptom | None = None
 ) -> NoReturn:
     """Fail the test, naming the rules the failed check enforces (``None``: unknown) and what the
-    implementation did (``symptom``, see ``conformance.symptoms``; ``None``: unknown).
+    implementation did (``symptom``, see ``conformance.symptoms``; ``None``: unknown). A failure
+    whose symptom has a hang breaks ERR-7 as well (``HANG_RULE``).
 
     A failure of known-failing rules only, with the symptom their entry lists, does not end a
-    property: its example is discarded and the rules recorded, so the test goes on judging the
-    other rules it cites. Outside a property, the test ends as an expected failure. Any other
-    failure is a failure. Either way the world that ran the case is retired
-    (``LEDGER.retire_latest_world``)."""
+    property: its example ends there and the rules are recorded, so the test goes on judging the
+    other rules it cites on its next examples (``KnownFailureMet``). Outside a property, the test
+    ends as an expected failure. Any other failure is a failure. Either way the world that ran
+    the case is retired (``LEDGER.retire_latest_world``)."""
     __tracebackhide__ = True
     LEDGER.retire_latest_world()
     violated = (rules,) if isinstance(rules, str) else tuple(rules or ())
+    if violated and symptom and any(b.kind == "hangs" for b in symptom):
+        violated = _with(violated, HANG_RULE)
     if symptom:
         message = f"{message}\n  symptom: {symptoms.render(symptom)}"
+    if violated:
+        message = f"{message}\n  rules: {', '.join(violated)}"
     if KNOWN.covers(violated, symptom):
         KNOWN.met(violated, symptom or frozenset())
         if currently_in_test_context():
-            reject()
+            raise KnownFailureMet(message)
         first_line = message.splitlines()[0] if message else ""
         outcome: Exception = pytest.xfail.Exception(
             f"known failure of {', '.join(violated)} ({symptoms.render(symptom or ())}): "
@@ -108,6 +146,21 @@ def fail(
     raise outcome
 
 
+def assert_built(result: CaseResult, *, rule: str) -> None:
+    """The tensor the case operates on was built on every rank: where its constructor raised
+    (``BUILT_FACT``, attached by ``codec.building``), the case fails on ``rule``, the
+    constructor's, whatever the verdict of the operation it never reached."""
+    __tracebackhide__ = True
+    if any(
+        isinstance(o, Raised) and (o.facts or {}).get(BUILT_FACT) is False for o in result.outcomes
+    ):
+        fail(
+            result.report("the tensor the case operates on could not be built"),
+            _with((rule,), SPLIT_RULE if _split(result.outcomes) else None),
+            symptoms.of_outcomes(result.outcomes),
+        )
+
+
 def assert_facts_of_raises(
     result: CaseResult, facts: Mapping[str, str], context: str, *, rule: str
 ) -> None:
@@ -118,8 +171,8 @@ def assert_facts_of_raises(
     for outcome in result.outcomes:
         if isinstance(outcome, Raised) and outcome.facts:
             for fact, words in facts.items():
-                assert_equal(f"rank {outcome.rank}: {words}", outcome.facts[fact], True, context,
-                             rule=rule)  # fmt: skip
+                seen = outcome.facts.get(fact, True)  # absent: raised before the operation
+                assert_equal(f"rank {outcome.rank}: {words}", seen, True, context, rule=rule)
 
 
 def _fail(
@@ -127,11 +180,12 @@ def _fail(
     actual: Any,
     expected: Any,
     context: str,
-    rule: str | None,
+    rule: str | tuple[str, ...] | None,
     symptom: Symptom = symptoms.WRONG_VALUE,
 ) -> NoReturn:
     __tracebackhide__ = True
-    where = f"{rule}; {context}" if rule else context
+    named = rule if isinstance(rule, str) else ", ".join(rule or ())
+    where = f"{named}; {context}" if named else context
     fail(f"{what}={actual!r}, but should be {expected!r} [{where}]", rule, symptom)
 
 
@@ -198,7 +252,8 @@ def assert_pure_verdict(
     if isinstance(outcome, Returned):
         if not verdict.ok and not verdict.optional:
             expected = f"{verdict.error} ({verdict.rule})"
-            _fail("returned", outcome.value, expected, context, verdict.rule, symptoms.RETURNS)
+            _fail("returned", outcome.value, expected, context, _refused_wrong(verdict, outcome),
+                  symptoms.RETURNS)  # fmt: skip
         return outcome.value
     symptom = symptoms.without_ranks(symptoms.of_outcomes([outcome]))
     if not isinstance(outcome, Raised):
@@ -209,8 +264,25 @@ def assert_pure_verdict(
         _fail("raised", raised, "a result", context, rule or _named_rule(outcome.message), symptom)
     if not outcome.is_a(verdict.error or ""):
         expected = f"{verdict.error} ({verdict.rule})"
-        _fail("raised", raised, expected, context, verdict.rule, symptom)
+        _fail("raised", raised, expected, context, _refused_wrong(verdict, outcome), symptom)
     return None
+
+
+def _type_rule(verdict: Verdict, outcome: Any) -> str | None:
+    """The ERR rule of the expected type that ``outcome`` breaks: ERR-1 to ERR-3 if it raised
+    another type, ERR-1 or ERR-2 if it returned (an implementation may support what ERR-3 lets
+    it decline)."""
+    if isinstance(outcome, Raised):
+        return TYPE_RULES.get(verdict.error or "")
+    if isinstance(outcome, Returned):
+        return RETURN_RULES.get(verdict.error or "")
+    return None
+
+
+def _refused_wrong(verdict: Verdict, outcome: Any) -> tuple[str, ...]:
+    """The rules an invalid input that was not refused with its type breaks: its own, and the
+    one that fixes the type expected (``_type_rule``)."""
+    return _with((verdict.rule,) if verdict.rule else (), _type_rule(verdict, outcome))
 
 
 def pure_value(result: CaseResult, context: str, *, rule: str | None = None) -> Any:
@@ -239,7 +311,11 @@ def assert_collective_verdict(
                 f"every rank should raise {verdict.error} ({verdict.rule}); "
                 f"{len(wrong)} rank(s) did not"
             ),
-            verdict.rule,
+            _with(
+                (verdict.rule or "",),
+                *(_type_rule(verdict, o) for o in wrong),
+                SPLIT_RULE if _split(result.outcomes) else None,
+            ),
             symptoms.of_outcomes(result.outcomes),
         )
     return None
@@ -263,11 +339,12 @@ def assert_verdicts_by_rank(
             or (verdict.optional and isinstance(o, Returned))
         ):
             blamed.append((o.rank, f"should raise {verdict.error}", verdict.rule))
+            blamed.append((o.rank, "", _type_rule(verdict, o)))
     if blamed:
-        said = "; ".join(f"rank {rank} {what} ({why})" for rank, what, why in blamed)
+        said = "; ".join(f"rank {rank} {what} ({why})" for rank, what, why in blamed if what)
         fail(
             result.report(said),
-            sorted({why for _, _, why in blamed}),
+            sorted({why for _, _, why in blamed if why}),
             symptoms.of_outcomes(result.outcomes),
         )
     return [o.value if isinstance(o, Returned) else None for o in result.outcomes]
@@ -278,11 +355,11 @@ def all_returned(result: CaseResult, *, rule: str | None = None) -> list[Any]:
     __tracebackhide__ = True
     if not all(isinstance(o, Returned) for o in result.outcomes):
         named = {r for o in result.outcomes if isinstance(o, Raised) and (r := o.rule)}
-        fail(
-            result.report("every rank should return"),
-            rule or sorted(named) or None,
-            symptoms.of_outcomes(result.outcomes),
-        )
+        blamed = (rule,) if rule else tuple(sorted(named))
+        if blamed and _split(result.outcomes):
+            blamed = _with(blamed, SPLIT_RULE)
+        fail(result.report("every rank should return"), blamed or None,
+             symptoms.of_outcomes(result.outcomes))  # fmt: skip
     return result.values()
 
 

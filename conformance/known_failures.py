@@ -20,9 +20,10 @@ stale entry would silently hide a fixed bug.
 A ``whole test`` line makes the test a strict xfail: its first failure ends it and must be one
 the entry lists, and the test must fail. Without it the test goes on: a failed check blamed on
 listed rules only, with their symptom, is counted as a known failure of them and its example
-discarded, so the test still judges every other rule it cites (see ``judge.fail``). Go on
-wherever the failure is quick; a known hang wants ``whole test``, or every example that hangs
-costs a case timeout.
+ends there, so the test still judges every other rule it cites on its other examples (see
+``judge.fail``). A known hang costs the grace period, not the case timeout, once the hung ranks
+sleep (``conformance.world.idle``), so it takes the rule form too: ``whole test`` is for tests
+that check one thing.
 
 An implementation's behaviour changes between its releases, so its known failures are kept per
 release: ``xfails/<adapter>/<release>.txt`` (``xfails/torch/2.13.0.txt``), chosen by the release

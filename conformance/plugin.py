@@ -3,6 +3,7 @@ test its worlds. Load it with ``-p conformance.plugin`` (``python -m conformance
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import os
@@ -339,7 +340,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Tell the judge which rules' failures this test expects; report those it met."""
     judge.KNOWN.start(item.stash.get(_KNOWN_RULES, {}))
     LEDGER.start_test()
-    with _stop_at_the_first_failure(item):
+    with _stop_at_the_first_failure(item), _known_failures_end_their_example(item):
         yield
     if judge.KNOWN.seen:
         item.user_properties.append(("known", ",".join(sorted(judge.KNOWN.seen))))
@@ -372,6 +373,33 @@ def _stop_at_the_first_failure(item: pytest.Item) -> Iterator[None]:
         test._hypothesis_internal_use_settings = current
 
 
+@contextmanager
+def _known_failures_end_their_example(item: pytest.Item) -> Iterator[None]:
+    """Each example of a property ends, as one that ran, at a known failure
+    (``judge.KnownFailureMet``); the judge counts the examples and those that ended so.
+
+    Hypothesis lets a plugin wrap the body it calls per example (``.hypothesis.inner_test``)."""
+    handle = getattr(getattr(item, "obj", None), "hypothesis", None)
+    inner = getattr(handle, "inner_test", None)
+    if inner is None:
+        yield
+        return
+
+    @functools.wraps(inner)
+    def example(*args: Any, **kwargs: Any) -> None:
+        judge.KNOWN.examples += 1
+        try:
+            inner(*args, **kwargs)
+        except judge.KnownFailureMet:
+            judge.KNOWN.ended_known += 1
+
+    handle.inner_test = example
+    try:
+        yield
+    finally:
+        handle.inner_test = inner
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     """Put the rules a failed check enforces (``judge.fail``) on the report, for the table. A
@@ -384,6 +412,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     ran = LEDGER.sizes() or ([attach.CURRENT.world_size] if attach.CURRENT else [])
     report.user_properties.append(("sizes_ran", ",".join(map(str, ran))))
     if call.excinfo is None:
+        if report.passed and judge.KNOWN.every_example_known():
+            _every_example_known(report)
         return
     judges = "impl" in getattr(item, "fixturenames", ())
     no_verdict = _no_verdict(call.excinfo.value, judges)
@@ -405,10 +435,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     failed_at = sorted(_failure_sizes(call.excinfo.value))
     report.user_properties.append(("failed_at", ",".join(map(str, failed_at))))
     if isinstance(call.excinfo.value, Unsatisfiable) and judge.KNOWN.seen:
-        report.outcome = "skipped"
-        report.wasxfail = "every example met a known failure of " + ", ".join(
-            sorted(judge.KNOWN.seen)
-        )
+        _every_example_known(report)
+
+
+def _every_example_known(report: pytest.TestReport) -> None:
+    report.outcome = "skipped"
+    report.wasxfail = "every example met a known failure of " + ", ".join(sorted(judge.KNOWN.seen))
 
 
 def _unless_the_known_symptom(

@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, settings
 
 _COMMON = {
     "deadline": None,  # a case crosses processes: wall time is not the property under test
-    # filter_too_much: examples that meet a known failure are discarded (judge.fail), and an
-    # implementation with a common known failure discards many.
+    # filter_too_much: examples drawn for an unclaimed capability are discarded
+    # (judge.assume_claimed), and an adapter that claims little discards many.
     "suppress_health_check": [
         HealthCheck.too_slow,
         HealthCheck.function_scoped_fixture,

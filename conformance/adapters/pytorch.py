@@ -28,10 +28,6 @@ from torch.distributed._shard.sharding_spec import (
     ChunkShardingSpec,
     EnumerableShardingSpec,
 )
-from torch.distributed._shard.sharding_spec._internals import (
-    check_tensor,
-    validate_non_overlapping_shards_metadata,
-)
 from torch.distributed.checkpoint._sharded_tensor_utils import _flatten_sharded_tensors
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.remote_device import _remote_device
@@ -100,9 +96,10 @@ class PyTorchAdapter:
         return [_from_metadata(m) for m in built.shards_metadata]
 
     def st_validate(self, shards: Sequence[ShardBox], global_shape: Sequence[int]) -> None:
-        metadata = [_to_metadata(s) for s in shards]
-        validate_non_overlapping_shards_metadata(metadata)
-        check_tensor(metadata, list(global_shape))
+        # The public path that validates a whole layout: EnumerableShardingSpec checks the boxes
+        # (ndim, overlaps) and build_metadata checks them against the size.
+        spec = EnumerableShardingSpec([_to_metadata(s) for s in shards])
+        spec.build_metadata(torch.Size(global_shape), TensorProperties())
 
     def st_shard(self, tensor, dim, placements, src_rank, group) -> ShardedTensor:
         return self.st_shard_by_spec(

@@ -145,6 +145,7 @@ def test_gather_arguments_are_validated_on_every_rank_before_data_moves(
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(gather_arg_cases(available_world_sizes))
     result = run_case("sharded_tensor:gather_checked", world_size, **args)
+    judge.assert_built(result, rule="ST-LIFE-7")
     group = list(range(world_size))
     spec = ChunkSpec(args["dim"], tuple(f"rank:{r}/cpu" for r in args["order"]))
     meta = build_metadata(spec, args["shape"], Properties(dtype=args["dtype"]))

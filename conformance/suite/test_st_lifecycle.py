@@ -259,6 +259,7 @@ def test_to_cpu_clone_and_pickling_keep_layout_and_values(
         "ranks": data.draw(st.permutations(range(world_size))),
     }
     result = run_case("sharded_tensor:copies", world_size, **args)
+    judge.assert_built(result, rule="ST-LIFE-7")
     values = judge.all_returned(result, rule="ST-LIFE-17")
     context = result.replay_command()
     for rank, value in enumerate(values):

@@ -34,6 +34,12 @@ def _oracle_spec(data):
     return data
 
 
+def _built_by(spec: dict) -> str:
+    """The rule of the constructor that builds a case's source: ``zeros`` of an enumerable spec
+    (ST-LIFE-1), ``shard`` of a chunk spec (ST-LIFE-7)."""
+    return "ST-LIFE-1" if "boxes" in spec else "ST-LIFE-7"
+
+
 def _chunk_reshard(draw, world_sizes: list[int], min_members: int):
     """A world, a group of ``min_members`` or more of its ranks, a shape, and two chunk specs
     over the group (any dim, any order of the members): the tensor's and the new one."""
@@ -102,6 +108,7 @@ def test_reshard_equals_sharding_the_gathered_tensor(impl, available_world_sizes
     verdict = reshard_verdict(spec, new_spec, args["shape"], group)
     # Ranks outside the group return None; the verdict is the members'.
     members = dataclasses.replace(result, outcomes=tuple(result.outcomes[r] for r in group))
+    judge.assert_built(members, rule=_built_by(args["spec"]))
     rule = _case_rule(verdict, spec, new_spec, len(args["shape"]), len(group) < world_size)
     judge.assert_collective_verdict(members, verdict, rule=rule)
     context = result.replay_command()
@@ -192,5 +199,6 @@ def test_a_new_spec_that_differs_between_ranks_fails_on_every_rank(
                  for r in group}  # fmt: skip
     verdict = reshard_verdict_by_rank(_oracle_spec(args["spec"]), new_specs, args["shape"], group)
     members = dataclasses.replace(result, outcomes=tuple(result.outcomes[r] for r in group))
+    judge.assert_built(members, rule=_built_by(args["spec"]))
     judge.assert_collective_verdict(members, verdict)
     judge.assert_facts_of_raises(members, HELD, result.replay_command(), rule="ST-RESHARD-6")

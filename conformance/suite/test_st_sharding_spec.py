@@ -79,10 +79,21 @@ def _differs_only_in(key: str, actual, expected: dict) -> bool:
     return isinstance(actual, dict) and actual == {**expected, key: actual.get(key)}
 
 
-@pytest.mark.rules("ST-SPEC-7", "ST-SPEC-8", "ERR-1", "ERR-2")
+# Each case cites what it checks: a dim that is no int (ST-SPEC-7, a TypeError: ERR-2), or no
+# placements (ST-SPEC-8, a ValueError: ERR-1).
+_NOT_AN_INT = pytest.mark.rules("ST-SPEC-7", "ERR-2")
+_NO_PLACEMENTS = pytest.mark.rules("ST-SPEC-8", "ERR-1")
+
+
 @pytest.mark.parametrize(
     ("dim", "placements"),
-    [(0.0, ["rank:0/cpu"]), ("x", ["rank:0/cpu"]), (True, ["rank:0/cpu"]), (0, []), (1, [])],
+    [
+        pytest.param(0.0, ["rank:0/cpu"], marks=_NOT_AN_INT),
+        pytest.param("x", ["rank:0/cpu"], marks=_NOT_AN_INT),
+        pytest.param(True, ["rank:0/cpu"], marks=_NOT_AN_INT),
+        pytest.param(0, [], marks=_NO_PLACEMENTS),
+        pytest.param(1, [], marks=_NO_PLACEMENTS),
+    ],
 )
 def test_chunk_spec_needs_an_int_dim_and_placements(impl, pure, dim, placements):
     judge.requires(impl, "sharded_tensor")

@@ -21,7 +21,7 @@ from conformance.oracle.layout import source_local
 from conformance.oracle.mesh import coordinate
 from conformance.oracle.tensors import make_global, torch_dtype
 from conformance.vocabulary import Mesh
-from conformance.world.protocol import FACTS_ATTRIBUTE
+from conformance.world.protocol import BUILT_FACT, FACTS_ATTRIBUTE
 
 __all__ = ["contiguous_stride", "make_global", "torch_dtype"]
 
@@ -36,6 +36,15 @@ def facts_on_raise(facts: Callable[[], dict[str, Any]]) -> Iterator[None]:
     except Exception as exc:
         setattr(exc, FACTS_ATTRIBUTE, facts())
         raise
+
+
+@contextmanager
+def building() -> Iterator[None]:
+    """Build the tensor a case operates on: an exception here is its constructor's failure
+    (``BUILT_FACT`` false), which the driver blames on the constructor's rule, not on the
+    operation the case is about (``judge.assert_built``)."""
+    with facts_on_raise(lambda: {BUILT_FACT: False}):
+        yield
 
 
 # -- ShardedTensor ---------------------------------------------------------------------------------

@@ -94,7 +94,8 @@ def gather_checked(
     ``out``, whether it kept its strides, and whether the tensor is unchanged (ST-GATHER-11)."""
     adapter = adapters.load(impl)
     source = make_global(shape, dtype, seed).to(ctx.device)
-    t = adapter.st_shard(source, dim, placements_of(order, ctx.device), 0, None)
+    with codec.building():
+        t = adapter.st_shard(source, dim, placements_of(order, ctx.device), 0, None)
     out = codec.out_tensor(out_by_rank[ctx.rank], ctx.device)
     strides = out.stride() if isinstance(out, torch.Tensor) else None
     out_before = out.clone() if isinstance(out, torch.Tensor) else None
@@ -145,14 +146,15 @@ def reshard_checked(
     process_group = ctx.group(group)
     if ctx.rank not in group:
         return None
-    old_spec = codec.make_spec(adapter, spec, ctx.device)
-    if "boxes" in spec:
-        t = adapter.st_create(
-            "zeros", old_spec, shape, dtype=torch_dtype(dtype), process_group=process_group
-        )
-    else:
-        source = make_global(shape, dtype, seed).to(ctx.device)
-        t = adapter.st_shard_by_spec(source, old_spec, 0, process_group)
+    with codec.building():
+        old_spec = codec.make_spec(adapter, spec, ctx.device)
+        if "boxes" in spec:
+            t = adapter.st_create(
+                "zeros", old_spec, shape, dtype=torch_dtype(dtype), process_group=process_group
+            )
+        else:
+            source = make_global(shape, dtype, seed).to(ctx.device)
+            t = adapter.st_shard_by_spec(source, old_spec, 0, process_group)
     held = [s.tensor for s in t.local_shards()]
     before = [x.clone() for x in held]
     new_spec = (new_spec_by_rank or {}).get(str(ctx.rank), new_spec)
@@ -295,12 +297,13 @@ def copies(
     """``to(float64)``, ``to(same dtype)``, ``cpu()``, ``clone()`` and a ``torch.save`` /
     ``torch.load`` round trip of a tensor sharded from rank 0 (ST-LIFE-17, 18)."""
     adapter = adapters.load(impl)
-    t = adapter.st_shard_by_spec(
-        make_global(shape, dtype, seed).to(ctx.device),
-        codec.make_spec(adapter, {"dim": 0, "ranks": ranks}, ctx.device),
-        0,
-        None,
-    )
+    with codec.building():
+        t = adapter.st_shard_by_spec(
+            make_global(shape, dtype, seed).to(ctx.device),
+            codec.make_spec(adapter, {"dim": 0, "ranks": ranks}, ctx.device),
+            0,
+            None,
+        )
 
     def describe(x: Any) -> dict[str, Any]:
         return codec.describe(adapter, x)

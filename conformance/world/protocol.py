@@ -61,6 +61,9 @@ class Case:
 
 
 FACTS_ATTRIBUTE = "shardspec_facts"
+# The fact a task attaches when the tensor a case operates on could not be built (its
+# constructor raised), so the driver blames the constructor, not the operation under test.
+BUILT_FACT = "built"
 
 
 @dataclass(frozen=True)

@@ -190,6 +190,37 @@ def test_a_rule_entry_counts_its_failures_and_judges_the_other_rules(pytester):
     )
 
 
+BUDGET_TEST = """
+import pytest
+from hypothesis import given, settings, strategies as st
+from conformance import judge
+
+@pytest.mark.rules("ST-GATHER-1", "ST-GATHER-2")
+@settings(max_examples=20, derandomize=True, database=None)
+@given(st.integers(0, 1000))
+def test_half_known(x):
+    with open("examples.txt", "a") as ran:
+        ran.write(f"{x}\\n")
+    judge.assert_equal("even", x % 2, 0, str(x), rule="ST-GATHER-1")
+"""
+
+
+def test_an_example_that_meets_a_known_failure_counts_toward_max_examples(pytester):
+    """So a property's known failures (each may be a hang, costing the grace period) cost at
+    most its ``max_examples``, not up to ten times as many discarded ones."""
+    pytester.makepyfile(test_budget=BUDGET_TEST)
+    pytester.path.joinpath("xfails.txt").write_text(
+        "# planted\ntest_budget.py::test_half_known\n    ST-GATHER-1: wrong value\n"
+    )
+    result = run(pytester, "--xfails", "xfails.txt")
+    result.assert_outcomes(passed=1)
+    drawn = pytester.path.joinpath("examples.txt").read_text().split()
+    assert len(drawn) == 20
+    assert any(int(x) % 2 for x in drawn)
+    assert any(int(x) % 2 == 0 for x in drawn)
+    result.stdout.fnmatch_lines(["ST-GATHER-1  xfail", "ST-GATHER-2  pass"])
+
+
 def test_an_unknown_rule_failure_still_fails_a_test_with_rule_entries(pytester):
     pytester.makepyfile(test_rule_level=RULE_LEVEL_TESTS)
     pytester.path.joinpath("xfails.txt").write_text(

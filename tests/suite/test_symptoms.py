@@ -152,9 +152,11 @@ def test_whole_form_broken_by_the_suite(world, impl):
 ENTRIES = """# planted: the last rank raises ValueError
 test_planted.py::test_rule_form
     ST-GATHER-1: raises ValueError, returns
+    ERR-6: raises ValueError, returns
 test_planted.py::test_whole_form
     whole test
     ST-SPEC-1: raises ValueError, returns
+    ERR-6: raises ValueError, returns
 test_planted.py::test_whole_form_broken_by_the_suite
     whole test
     ST-SPEC-2: raises KeyError
@@ -180,7 +182,7 @@ def test_a_planted_failure_with_the_listed_symptom_is_the_known_failure(pytester
     # The suite's own error is no verdict, whatever an entry lists: the run ends as an error.
     assert result.ret == 3
     assert table == {"ST-GATHER-1": "xfail", "ST-GATHER-2": "blocked", "ST-SPEC-1": "xfail",
-                     "ST-SPEC-2": "error"}  # fmt: skip
+                     "ST-SPEC-2": "error", "ERR-6": "xfail"}  # fmt: skip
     result.stdout.fnmatch_lines(
         [
             "shardspec: suite error (no check failed): test_planted.py::test_whole_form_broken_by"
@@ -193,12 +195,12 @@ def test_the_same_rule_failing_with_another_symptom_is_a_new_failure(pytester):
     result, table = run_planted(pytester, "IndexError")
     result.assert_outcomes(failed=3)
     assert table == {"ST-GATHER-1": "fail", "ST-GATHER-2": "blocked", "ST-SPEC-1": "fail",
-                     "ST-SPEC-2": "error"}  # fmt: skip
+                     "ST-SPEC-2": "error", "ERR-6": "fail"}  # fmt: skip
     result.stdout.fnmatch_lines(
         [
+            "*a new failure: xfails.txt:5 lists test_planted.py::test_whole_form as failing"
+            " ST-SPEC-1 (raises ValueError, returns); ERR-6 (raises ValueError, returns), but it"
+            " fails ST-SPEC-1, ERR-6 (rank 0 returns, rank 1 raises IndexError)*",
             "*symptom: rank 0 returns, rank 1 raises IndexError*",
-            "*a new failure: xfails.txt:4 lists test_planted.py::test_whole_form as failing"
-            " ST-SPEC-1 (raises ValueError, returns), but it fails ST-SPEC-1 (rank 0 returns,"
-            " rank 1 raises IndexError)*",
         ]
     )
