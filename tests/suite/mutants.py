@@ -8,7 +8,10 @@ import time
 
 import torch
 
+import reference.dtensor as dt
 from conformance.adapters.reference import ReferenceAdapter
+from conformance.vocabulary import Shard, parse_placement
+from reference.sharded_tensor import ChunkShardingSpec
 
 
 class ChunkOffsetPastTheEnd(ReferenceAdapter):
@@ -109,14 +112,25 @@ class GatherWritesOutBeforeChecking(ReferenceAdapter):
         return t
 
 
-class ReshardSpoilsItsSourceOnError(ReferenceAdapter):
-    """``reshard`` that, failing, leaves the local tensors it held changed (ST-RESHARD-6)."""
+class _PatchedTensors(ReferenceAdapter):
+    """The reference, with every ShardedTensor it builds passed through ``patch`` (which swaps
+    one of the tensor's methods for a broken one)."""
+
+    def patch(self, t):
+        raise NotImplementedError
 
     def st_shard_by_spec(self, tensor, spec, src_rank, group):
-        return _spoiling(super().st_shard_by_spec(tensor, spec, src_rank, group))
+        return self.patch(super().st_shard_by_spec(tensor, spec, src_rank, group))
 
     def st_create(self, fill, spec, *args, **options):
-        return _spoiling(super().st_create(fill, spec, *args, **options))
+        return self.patch(super().st_create(fill, spec, *args, **options))
+
+
+class ReshardSpoilsItsSourceOnError(_PatchedTensors):
+    """``reshard`` that, failing, leaves the local tensors it held changed (ST-RESHARD-6)."""
+
+    def patch(self, t):
+        return _spoiling(t)
 
 
 def _spoiling(t):
@@ -127,11 +141,179 @@ def _spoiling(t):
             return checked(spec)
         except Exception:
             for s in t.local_shards():
-                s.tensor.add_(1)
+                if s.tensor.dtype == torch.bool:
+                    s.tensor.logical_not_()
+                else:
+                    s.tensor.add_(1)
             raise
 
     t.reshard = reshard
     return t
+
+
+class NegativeOffsetsAccepted(ReferenceAdapter):
+    """``ShardMetadata`` that takes a negative offset for its absolute value (ST-META-2)."""
+
+    def st_shard_metadata(self, offsets, sizes, placement):
+        if isinstance(offsets, list) and any(isinstance(o, int) and o < 0 for o in offsets):
+            offsets = [abs(o) for o in offsets]
+        return super().st_shard_metadata(offsets, sizes, placement)
+
+
+class CreateDropsRequiresGrad(ReferenceAdapter):
+    """``zeros``/``ones``/... that drop ``requires_grad``, so the tensor does not follow its
+    properties (ST-LIFE-1)."""
+
+    def st_create(self, fill, spec, *args, **options):
+        options.pop("requires_grad", None)
+        return super().st_create(fill, spec, *args, **options)
+
+
+class GapsAccepted(ReferenceAdapter):
+    """A layout check that never asks whether the shards cover the tensor (ST-VALID-4)."""
+
+    def st_validate(self, shards, global_shape):
+        try:
+            super().st_validate(shards, global_shape)
+        except ValueError as exc:
+            if "[ST-VALID-4]" not in str(exc):
+                raise
+
+
+class ReshardInRankOrder(_PatchedTensors):
+    """``reshard`` that lays chunks out in rank order, not in the order of the placements
+    (PyTorch's own ST-RESHARD-3 deviation). Minimal: a reshard to the tensor's own spec, whose
+    placements are out of rank order, moves the data (ST-RESHARD-4)."""
+
+    def patch(self, t):
+        return _in_rank_order(t)
+
+
+def _in_rank_order(t):
+    checked = t.reshard
+
+    def reshard(spec):
+        if isinstance(spec, ChunkShardingSpec) and all(
+            p.rank() is not None for p in spec.placements
+        ):
+            spec = ChunkShardingSpec(spec.dim, sorted(spec.placements, key=lambda p: p.rank()))
+        return checked(spec)
+
+    t.reshard = reshard
+    return t
+
+
+class GatherChecksOutOnlyOnTheDestination(ReferenceAdapter):
+    """``gather`` whose destination refuses a wrong ``out`` alone, before the other ranks learn
+    of it: a split verdict (ERR-6), the others left waiting (ERR-7)."""
+
+    def st_shard_by_spec(self, tensor, spec, src_rank, group):
+        t = super().st_shard_by_spec(tensor, spec, src_rank, group)
+        checked = t.gather
+
+        def gather(dst=0, out=None):
+            mine = torch.distributed.get_rank() == dst and isinstance(out, torch.Tensor)
+            if mine and tuple(out.shape) != tuple(t.size()):
+                raise ValueError(f"[ST-GATHER-5] out has shape {tuple(out.shape)}")
+            return checked(dst=dst, out=out)
+
+        t.gather = gather
+        return t
+
+
+class FlattenKeepsEmptyInnerTensors(ReferenceAdapter):
+    """Flattening that keeps an outer tensor whose inner tensor holds no shard on this rank
+    (ST-FLAT-2 drops it)."""
+
+    def st_flatten(self, state_dict):
+        return _restore(super().st_flatten(state_dict), state_dict)
+
+
+def _restore(flat: dict, original: dict) -> dict:
+    """``flat`` with every key of ``original`` it dropped put back, at any depth."""
+    for key, value in original.items():
+        if key not in flat:
+            flat[key] = value
+        elif isinstance(value, dict):
+            _restore(flat[key], value)
+    return flat
+
+
+class MeshGroupsInRankOrder(ReferenceAdapter):
+    """Per-dim groups listed in ascending global rank, not coordinate order (PyTorch's own
+    DT-MESH-7 deviation)."""
+
+    def dt_mesh_group(self, mesh, dim):
+        members, _ = super().dt_mesh_group(mesh, dim)
+        ordered = sorted(members)
+        return ordered, ordered.index(torch.distributed.get_rank())
+
+
+class PartialsEqualWhateverTheOp(ReferenceAdapter):
+    """``Partial`` placements that compare equal whatever their reduce op (DT-PLACE-8)."""
+
+    def dt_placement(self, kind, *args):
+        made = super().dt_placement(kind, *args)
+        return _AnyPartial(*args) if kind == "Partial" else made
+
+
+class _AnyPartial(dt.Partial):
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, dt.Partial)
+
+    def __hash__(self) -> int:
+        return hash("Partial")
+
+
+class FloorChunks(ReferenceAdapter):
+    """Chunks of ``L // k`` with the remainder on the last coordinate, not ``ceil(L / k)``
+    (DT-LAYOUT-2), for a single ``Shard`` over a 1-D mesh."""
+
+    def dt_local_shape_and_offset(self, global_shape, mesh_shape, placements, coordinate):
+        shape, offset = super().dt_local_shape_and_offset(
+            global_shape, mesh_shape, placements, coordinate
+        )
+        placement = parse_placement(placements[0]) if len(placements) == 1 else None
+        if isinstance(placement, Shard) and len(mesh_shape) == 1 and global_shape:
+            d, k, (c,) = placement.dim % len(global_shape), mesh_shape[0], coordinate
+            step = global_shape[d] // k
+            offset[d] = c * step
+            shape[d] = global_shape[d] - c * step if c == k - 1 else step
+        return shape, offset
+
+
+class DistributeFromTheFirstMember(ReferenceAdapter):
+    """``distribute_tensor`` that takes the data of the mesh's first rank, whatever
+    ``src_data_rank`` says (DT-API-2)."""
+
+    def dt_distribute(self, tensor, mesh, placements, src_data_rank):
+        first = int(mesh.mesh.flatten()[0])
+        source = first if src_data_rank is not None else None
+        return super().dt_distribute(tensor, mesh, placements, source)
+
+
+class AverageWithoutDividing(ReferenceAdapter):
+    """``P(avg)`` reduced as a sum: the mean of the mesh dim's contributions times its size
+    (DT-REDIST-4)."""
+
+    def dt_redistribute(self, d, placements, device_mesh=None):
+        moved = super().dt_redistribute(d, placements, device_mesh)
+        for dim, (before, after) in enumerate(zip(d.placements, moved.placements, strict=True)):
+            averaged = isinstance(before, dt.Partial) and before.reduce_op == "avg"
+            if averaged and not isinstance(after, dt.Partial):
+                moved.to_local().mul_(d.device_mesh.size(dim))
+        return moved
+
+
+class InteropPlacesByCoordinate(ReferenceAdapter):
+    """ShardedTensor metadata of a DTensor that places each box on the rank numbered like its
+    flat coordinate, not on the rank at that coordinate (INTEROP-1)."""
+
+    def dt_to_sharded_metadata(self, global_shape, dtype, mesh_shape, mesh_ranks, placements,
+                               device_type):  # fmt: skip
+        return super().dt_to_sharded_metadata(
+            global_shape, dtype, mesh_shape, sorted(mesh_ranks), placements, device_type
+        )
 
 
 CHUNK_OFFSET = ChunkOffsetPastTheEnd()
@@ -142,6 +324,18 @@ TOUCHING_OVERLAP = TouchingBoxesOverlap()
 OVERLAP_IN_ONE_DIM = OverlapSeenInOneDim()
 LOSES_PRECISION = RedistributeLosesPrecision()
 NO_RULE_IDS = MessagesWithoutRuleIds()
+NEGATIVE_OFFSETS = NegativeOffsetsAccepted()
+CREATE_DROPS_GRAD = CreateDropsRequiresGrad()
+GAPS_ACCEPTED = GapsAccepted()
+RESHARD_IN_RANK_ORDER = ReshardInRankOrder()
+GATHER_CHECKS_ON_DST = GatherChecksOutOnlyOnTheDestination()
+FLATTEN_KEEPS_EMPTY = FlattenKeepsEmptyInnerTensors()
+MESH_GROUPS_SORTED = MeshGroupsInRankOrder()
+PARTIALS_EQUAL = PartialsEqualWhateverTheOp()
+FLOOR_CHUNKS = FloorChunks()
+DISTRIBUTE_FROM_FIRST = DistributeFromTheFirstMember()
+AVG_WITHOUT_DIVIDING = AverageWithoutDividing()
+INTEROP_BY_COORDINATE = InteropPlacesByCoordinate()
 
 
 class LayoutCrashesTheProcess(ReferenceAdapter):

@@ -1,5 +1,6 @@
 """The suite catches planted bugs in a copy of the reference, each with a minimal case that a
-reader can act on (the falsifying example, and for multi-rank cases the replay command)."""
+reader can act on (the falsifying example, and for multi-rank cases the replay command) and that
+blames the planted rule. At least one mutant per chapter of the spec (``test_every_chapter``)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,17 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
+
+from conformance import rules
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_suite(test_file: str, impl: str) -> str:
+    """Run one suite file, or one test of it (``file::test``), against a mutant."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tests" / "suite")}
     done = subprocess.run(
         [
@@ -44,80 +49,194 @@ def run_suite(test_file: str, impl: str) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize(
-    ("test_file", "impl", "expected"),
-    [
-        (
-            "test_st_sharding_spec.py",
-            "mutants:CHUNK_OFFSET",
-            [
-                "shards=[{'offsets': [0], 'sizes': [1]",
-                "{'offsets': [2], 'sizes': [0]",
-                ".build_metadata([1])",
-            ],
-        ),
-        (
-            "test_st_gather.py",
-            "mutants:GATHER_DROPS_LAST",
-            ["rank 0: out at [[0]]=[0.0], but should be [3.0]", "--world-size 1", '"shape": [1]'],
-        ),
-        (
-            "test_st_validation.py",
-            "mutants:TOUCHING_OVERLAP",
-            [
-                "overlap\", but should be 'a result'",
-                # two unit boxes side by side, in however many dims the shrinker settles on
-                re.compile(
-                    r"validate\(\[\{'offsets': \[[01, ]+\], 'sizes': \[[1, ]+\], "
-                    r"'placement': 'rank:0/cpu'\}, \{'offsets': \[[01, ]+\], 'sizes': \[[1, ]+\], "
-                    r"'placement': 'rank:1/cpu'\}\], size=\[(1, )*2\]\)"
-                ),
-            ],
-        ),
-        (
-            "test_st_validation.py",
-            "mutants:OVERLAP_IN_ONE_DIM",
-            [
-                "overlap\", but should be 'a result'",
-                # two unit boxes, disjoint along dim 0, sharing dim 1
-                "validate([{'offsets': [0, 0], 'sizes': [1, 1], 'placement': 'rank:0/cpu'}, "
-                "{'offsets': [1, 0], 'sizes': [1, 1], 'placement': 'rank:1/cpu'}], size=[2, 1])",
-            ],
-        ),
-        (
-            "test_dt_redistribute.py",
-            "mutants:LOSES_PRECISION",
-            ["=[904623.3125], but should be [904623.3]", '"shape": []', "--world-size 1"],
-        ),
-        (
-            "test_st_gather.py",
-            "mutants:GATHER_WRITES_OUT",
-            ["out unchanged before raising=False, but should be True [ERR-8"],
-        ),
-        (
-            "test_st_reshard.py",
-            "mutants:RESHARD_SPOILS_SOURCE",
-            ["held before the call unchanged=False, but should be True [ST-RESHARD-6"],
-        ),
-        (
-            "test_errors.py",
-            "mutants:NO_RULE_IDS",
-            ["rule ids the spec defines, named in the message=False, but should be True"],
-        ),
-    ],
-    ids=[
+class Mutant(NamedTuple):
+    """A planted bug: the suite file (or ``file::test``) that must catch it, the adapter, the
+    rule the failure must blame (on its ``rules:`` line) and texts of its minimal case."""
+
+    name: str
+    target: str
+    impl: str
+    rule: str
+    expected: list[str | re.Pattern[str]]
+
+
+MUTANTS = [
+    Mutant(
         "chunk-offset",
+        "test_st_sharding_spec.py",
+        "mutants:CHUNK_OFFSET",
+        "ST-SPEC-2",
+        [
+            "shards=[{'offsets': [0], 'sizes': [1]",
+            "{'offsets': [2], 'sizes': [0]",
+            ".build_metadata([1])",
+        ],
+    ),
+    Mutant(
         "gather-drops-last-shard",
+        "test_st_gather.py",
+        "mutants:GATHER_DROPS_LAST",
+        "ST-GATHER-1",
+        ["rank 0: out at [[0]]=[0.0], but should be [3.0]", "--world-size 1", '"shape": [1]'],
+    ),
+    Mutant(
         "touching-boxes-overlap",
+        "test_st_validation.py",
+        "mutants:TOUCHING_OVERLAP",
+        "ST-VALID-1",
+        [
+            "overlap\", but should be 'a result'",
+            # two unit boxes side by side, in however many dims the shrinker settles on
+            re.compile(
+                r"validate\(\[\{'offsets': \[[01, ]+\], 'sizes': \[[1, ]+\], "
+                r"'placement': 'rank:0/cpu'\}, \{'offsets': \[[01, ]+\], 'sizes': \[[1, ]+\], "
+                r"'placement': 'rank:1/cpu'\}\], size=\[(1, )*2\]\)"
+            ),
+        ],
+    ),
+    Mutant(
         "overlap-seen-in-one-dim",
+        "test_st_validation.py",
+        "mutants:OVERLAP_IN_ONE_DIM",
+        "ST-VALID-1",
+        [
+            "overlap\", but should be 'a result'",
+            # two unit boxes, disjoint along dim 0, sharing dim 1
+            "validate([{'offsets': [0, 0], 'sizes': [1, 1], 'placement': 'rank:0/cpu'}, "
+            "{'offsets': [1, 0], 'sizes': [1, 1], 'placement': 'rank:1/cpu'}], size=[2, 1])",
+        ],
+    ),
+    Mutant(
         "float32-trip",
+        "test_dt_redistribute.py",
+        "mutants:LOSES_PRECISION",
+        "DT-REDIST-2",
+        ["=[904623.3125], but should be [904623.3]", '"shape": []', "--world-size 1"],
+    ),
+    Mutant(
         "gather-writes-out-before-checking",
+        "test_st_gather.py",
+        "mutants:GATHER_WRITES_OUT",
+        "ERR-8",
+        ["out unchanged before raising=False, but should be True [ERR-8"],
+    ),
+    Mutant(
         "reshard-spoils-its-source-on-error",
+        "test_st_reshard.py",
+        "mutants:RESHARD_SPOILS_SOURCE",
+        "ST-RESHARD-6",
+        ["held before the call unchanged=False, but should be True [ST-RESHARD-6"],
+    ),
+    Mutant(
         "messages-without-rule-ids",
-    ],
-)
-def test_a_planted_bug_is_caught_with_a_minimal_case(test_file, impl, expected):
-    out = run_suite(test_file, impl)
-    for text in expected:
+        "test_errors.py",
+        "mutants:NO_RULE_IDS",
+        "ERR-5",
+        ["rule ids the spec defines, named in the message=False, but should be True"],
+    ),
+    Mutant(
+        "negative-offsets-accepted",
+        "test_st_metadata.py::test_shard_metadata_accepts_exactly_non_negative_int_boxes",
+        "mutants:NEGATIVE_OFFSETS",
+        "ST-META-2",
+        ["[ST-META-2, ERR-1; ShardMetadata([-1], [0], 'rank:0/cpu')]"],
+    ),
+    Mutant(
+        "create-drops-requires-grad",
+        "test_st_lifecycle.py::test_construction_from_a_spec_follows_its_layout_and_fill",
+        "mutants:CREATE_DROPS_GRAD",
+        "ST-LIFE-1",
+        ["requires_grad=False", "rules: ST-LIFE-1"],
+    ),
+    Mutant(
+        "gaps-accepted",
+        "test_st_validation.py::test_a_layout_is_accepted_exactly_when_it_tiles_the_tensor",
+        "mutants:GAPS_ACCEPTED",
+        "ST-VALID-4",
+        ["returned=None, but should be 'ValueError (ST-VALID-4)' [ST-VALID-4, ERR-1; validate("],
+    ),
+    Mutant(
+        "reshard-in-rank-order",
+        "test_st_reshard.py::test_reshard_equals_sharding_the_gathered_tensor",
+        "mutants:RESHARD_IN_RANK_ORDER",
+        "ST-RESHARD-4",
+        ["rules: ST-RESHARD-4"],
+    ),
+    Mutant(
+        "gather-checks-out-only-on-the-destination",
+        "test_st_gather.py::test_gather_arguments_are_validated_on_every_rank_before_data_moves",
+        "mutants:GATHER_CHECKS_ON_DST",
+        "ERR-6",
+        ["rules: ST-GATHER-5, ERR-6, ERR-7", "rank 1: no answer after"],
+    ),
+    Mutant(
+        "flatten-keeps-empty-inner-tensors",
+        "test_st_flatten.py::test_flattening_rewrites_nested_tensors_into_outer_coordinates",
+        "mutants:FLATTEN_KEEPS_EMPTY",
+        "ST-FLAT-2",
+        [
+            "keys of x (o, p dropped where not held)=['o', 'p', 'y'], but should be ['p', 'y'] "
+            "[ST-FLAT-2;"
+        ],
+    ),
+    Mutant(
+        "mesh-groups-in-rank-order",
+        "test_dt_mesh.py::test_every_rank_sees_the_mesh_its_coordinate_and_its_groups_in_"
+        "coordinate_order",
+        "mutants:MESH_GROUPS_SORTED",
+        "DT-MESH-7",
+        ["=[[[0, 1], 0]], but should be [[[1, 0], 1]] [DT-MESH-7;", '"ranks": [1, 0]'],
+    ),
+    Mutant(
+        "partials-equal-whatever-the-op",
+        "test_dt_placements.py::test_placements_are_equal_exactly_when_kind_and_parameters_are",
+        "mutants:PARTIALS_EQUAL",
+        "DT-PLACE-8",
+        ["a == b=True, but should be False [DT-PLACE-8; Partial() vs Partial('avg',)]"],
+    ),
+    Mutant(
+        "floor-chunks",
+        "test_dt_layout.py::test_local_shape_and_offset_of_every_coordinate",
+        "mutants:FLOOR_CHUNKS",
+        "DT-LAYOUT-2",
+        ["=((0,), (0,)), but should be ((1,), (0,)) [DT-LAYOUT-2; shape=[1], mesh=[2]"],
+    ),
+    Mutant(
+        "distribute-from-the-first-member",
+        "test_dt_api.py::test_distribute_slices_the_source_ranks_tensor_or_each_ranks_own",
+        "mutants:DISTRIBUTE_FROM_FIRST",
+        "DT-API-2",
+        ["every rank should raise ValueError (DT-API-2)", '"src_data_rank": 1'],
+    ),
+    Mutant(
+        "average-without-dividing",
+        "test_dt_redistribute.py::test_partial_sources_reduce_and_partial_targets_partition",
+        "mutants:AVG_WITHOUT_DIVIDING",
+        "DT-REDIST-4",
+        ['"source": ["P(avg)"]', "rules: DT-REDIST-4"],
+    ),
+    Mutant(
+        "interop-places-by-coordinate",
+        "test_interop.py::test_one_box_per_canonical_coordinate_or_value_error",
+        "mutants:INTEROP_BY_COORDINATE",
+        "INTEROP-1",
+        ["[INTEROP-1; to_sharded_metadata([], mesh=[2] [1, 0], ['R'])]"],
+    ),
+]
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_a_planted_bug_is_caught_with_a_minimal_case_that_blames_its_rule(mutant):
+    out = run_suite(mutant.target, mutant.impl)
+    blamed = re.findall(r"^  rules: (.*)$", out, re.MULTILINE)
+    assert any(mutant.rule in line.split(", ") for line in blamed), (blamed, out[-4000:])
+    for text in mutant.expected:
         found = text.search(out) if isinstance(text, re.Pattern) else text in out
         assert found, out[-4000:]
+
+
+def test_every_chapter_of_the_spec_has_a_mutant():
+    chapters = {rule.chapter for rule in rules.load()}
+    by_id = {rule.id: rule.chapter for rule in rules.load()}
+    assert sorted(chapters - {by_id[m.rule] for m in MUTANTS}) == []
+    assert len(MUTANTS) >= 20
