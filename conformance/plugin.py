@@ -20,6 +20,7 @@ from hypothesis.errors import Flaky, Unsatisfiable
 
 from conformance import (
     adapters,
+    edge_report,
     judge,
     known_failures,
     options,
@@ -83,6 +84,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "asleep with none of their peers running may sleep before the case is a hang (default 5)",
     )
     group.addoption(
+        "--require-edges",
+        action="store_true",
+        help="make it an error (exit 3) when a test never draws an edge class it declares",
+    )
+    group.addoption(
         "--report-dir",
         default=None,
         help="write the per-rule results there as rules.md and rules.json",
@@ -115,6 +121,9 @@ def load_impl(spec: str) -> Any:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "rules(*ids): the spec rule ids a test checks")
+    config.addinivalue_line(
+        "markers", "edges(*families): the edge classes (conformance.edges) a test must draw"
+    )
     missing = harness.missing_driver_dependency()
     if missing:
         pytest.exit(f"shardspec: environment error: {missing}", returncode=harness.EXIT_CODE)
@@ -140,8 +149,11 @@ def pytest_configure(config: pytest.Config) -> None:
     in_use = f"{_relative(choice.path)} ({choice.note})" if choice.path else choice.note
     config.stash[_RUN_INFO] = {"impl_release": release, "known_failures": in_use}
     config.stash[_BORROWED] = choice.borrowed
+    config.pluginmanager.register(edge_report, "shardspec-edges")
     if not hasattr(config, "workerinput"):  # the xdist controller, or a run without xdist
         config.pluginmanager.register(_RuleResults(config), "shardspec-rule-results")
+        required = config.getoption("--require-edges")
+        config.pluginmanager.register(edge_report.EdgeResults(required), "shardspec-edge-results")
 
 
 def _relative(path: Path) -> str:

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import judge
+from conformance import edges, judge
 from conformance import strategies as ss
 from conformance.oracle import dt_api, dt_redistribute, tolerance
 from conformance.oracle.layout import local_tensor, source_local
@@ -25,6 +25,11 @@ def transitions(draw, world_sizes: list[int]):
     world_size = draw(st.sampled_from(world_sizes))
     shape = draw(ss.shapes())
     mesh_shape, ranks = draw(ss.meshes(world_size))
+    if world_size > 1 and draw(st.booleans()):
+        # a 1 x k or k x 1 mesh: a mesh dim of size 1 beside one that shards (edges "mesh")
+        k = draw(st.integers(2, world_size))
+        mesh_shape = draw(st.sampled_from([[1, k], [k, 1]]))
+        ranks = draw(st.permutations(range(world_size)))[:k]
     source = draw(ss.placements(len(mesh_shape), len(shape)))
     target = draw(ss.placements(len(mesh_shape), len(shape)))
     return world_size, {
@@ -65,12 +70,15 @@ def _transition_rule(source, target, ndim: int) -> str:
     "DT-MESH-8", "DT-LAYOUT-11", "DT-LAYOUT-12", "DT-REDIST-1", "DT-REDIST-2", "DT-REDIST-3",
     "DT-REDIST-12", "DT-REDIST-13", "DT-REDIST-14", "DT-PLACE-10", "ERR-9", "ERR-10",
 )  # fmt: skip
+@pytest.mark.edges("tensor", "mesh")
 @given(data=st.data())
 def test_every_shard_and_replicate_transition_keeps_the_value_exactly(
     impl, available_world_sizes, run_case, data
 ):
     judge.requires(impl, "dtensor")
     world_size, args = data.draw(transitions(available_world_sizes))
+    edges.tensor(args["shape"], args["dtype"], len(args["mesh_ranks"]))
+    edges.mesh(args["mesh_shape"], args["mesh_ranks"], world_size)
     if len(args["mesh_ranks"]) < world_size:
         judge.assume_claimed(impl, "sub_groups")
     result = run_case("dtensor:distribute_redistribute", world_size, **args)

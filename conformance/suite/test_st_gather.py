@@ -7,7 +7,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import judge
+from conformance import edges, judge
 from conformance import strategies as ss
 from conformance.oracle.st_metadata import Properties, ShardMeta
 from conformance.oracle.st_ops import box, gather_verdict
@@ -37,10 +37,14 @@ def gather_cases(draw, world_sizes: list[int]):
     "ST-LIFE-1", "ST-LIFE-7", "ST-GATHER-1", "ST-GATHER-2", "ST-GATHER-9", "ST-GATHER-10",
     "ST-SPEC-5", "ERR-9", "ERR-10",
 )  # fmt: skip
+@pytest.mark.edges("sharded tensor", "permutation", "group")
 @given(data=st.data())
 def test_shard_then_gather_returns_the_source_exactly(impl, available_world_sizes, run_case, data):
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(gather_cases(available_world_sizes))
+    edges.tensor(args["shape"], args["dtype"], len(args["group"]))
+    edges.group(args["group"], world_size)
+    edges.permutation(args["group"], args["order"])
     if len(args["group"]) < world_size:
         judge.assume_claimed(impl, "sub_groups")
     result = run_case("sharded_tensor:shard_then_gather", world_size, **args)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import judge
+from conformance import edges, judge
 from conformance import strategies as ss
 from conformance.oracle.st_metadata import Properties, ShardMeta, TensorMeta
 from conformance.oracle.st_ops import reshard, reshard_verdict, reshard_verdict_by_rank
@@ -34,6 +34,17 @@ def _oracle_spec(data):
     return data
 
 
+def _note_edges(args: dict, world_size: int) -> None:
+    """The edge classes of a reshard case: its tensor, its group and, between two chunk specs
+    over the same members, the permutation from the old order to the new."""
+    edges.tensor(args["shape"], args["dtype"], len(args["group"]))
+    edges.group(args["group"], world_size)
+    old, new = args["spec"], args["new_spec"]
+    chunks = isinstance(new, dict) and "ranks" in old and "ranks" in new
+    if chunks and sorted(old["ranks"]) == sorted(new["ranks"]) == args["group"]:
+        edges.permutation(old["ranks"], new["ranks"])
+
+
 def _built_by(spec: dict) -> str:
     """The rule of the constructor that builds a case's source: ``zeros`` of an enumerable spec
     (ST-LIFE-1), ``shard`` of a chunk spec (ST-LIFE-7)."""
@@ -49,8 +60,25 @@ def _chunk_reshard(draw, world_sizes: list[int], min_members: int):
     shape = draw(ss.shapes(min_dims=1, max_dims=3, max_side=6))
     n = len(shape)
     spec = {"dim": draw(st.integers(-n, n - 1)), "ranks": draw(st.permutations(group))}
-    new = {"dim": draw(st.integers(-n, n - 1)), "ranks": draw(st.permutations(group))}
+    new = {"dim": draw(st.integers(-n, n - 1)), "ranks": draw(_reordered(spec["ranks"]))}
     return world_size, group, shape, spec, new
+
+
+@st.composite
+def _reordered(draw, ranks: list[int]) -> list[int]:
+    """``ranks`` in a new order of every class (conformance.edges.permutation): as they are, two
+    swapped, rotated by one (a cycle of all of them), or any permutation."""
+    kind = draw(st.sampled_from(["any", "identity", "swap", "cycle"]))
+    if kind == "identity" or len(ranks) < 2:
+        return list(ranks)
+    if kind == "swap":
+        i, j = draw(st.lists(st.integers(0, len(ranks) - 1), min_size=2, max_size=2, unique=True))
+        swapped = list(ranks)
+        swapped[i], swapped[j] = swapped[j], swapped[i]
+        return swapped
+    if kind == "cycle":
+        return [*ranks[1:], ranks[0]]
+    return draw(st.permutations(ranks))
 
 
 @st.composite
@@ -96,11 +124,13 @@ def reshard_cases(draw, world_sizes: list[int]):
     "ST-RESHARD-6", "ST-RESHARD-7", "ST-RESHARD-8", "ST-RESHARD-9", "ST-RESHARD-10",
     "ST-RESHARD-11", "ERR-3", "ERR-6", "ERR-9", "ERR-10", "ERR-11",
 )  # fmt: skip
+@pytest.mark.edges("sharded tensor", "permutation", "group")
 @given(data=st.data())
 def test_reshard_equals_sharding_the_gathered_tensor(impl, available_world_sizes, run_case, data):
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(reshard_cases(available_world_sizes))
     group = args["group"]
+    _note_edges(args, world_size)
     if len(group) < world_size:
         judge.assume_claimed(impl, "sub_groups")
     result = run_case("sharded_tensor:reshard_checked", world_size, **args)

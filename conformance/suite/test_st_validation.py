@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import judge
+from conformance import edges, judge
 from conformance import strategies as ss
 from conformance.oracle.st_metadata import ShardMeta, TensorMeta
 from conformance.oracle.st_sharding_spec import ChunkSpec, chunk_shards
@@ -44,7 +44,7 @@ def grid_layouts(draw):
     if fault == "overlap":
         shards.append(dict(shards[i]))
     elif fault == "gap":
-        shards.pop(i)
+        shards = _with_a_gap(shards, draw)
     elif fault == "out":
         shards[i] = {**shards[i], "offsets": [*shards[i]["offsets"]]}
         shards[i]["offsets"][d] += 1
@@ -56,10 +56,36 @@ def grid_layouts(draw):
     return shape, shards
 
 
+# What a layout the oracle judges breaks, by the rule it breaks first.
+FAULT_OF_RULE = {
+    None: "none",
+    "ST-VALID-2": "overlap",
+    "ST-VALID-3": "out of bounds",
+    "ST-VALID-4": "gap",
+    "ST-VALID-5": "wrong ndim",
+    "ST-VALID-14": "no shards",
+}
+
+
+def _with_a_gap(shards: list[dict], draw) -> list[dict]:
+    """The layout with a hole (ST-VALID-4): a box that holds elements removed, or where it is
+    the only one, cut short by one along a dim. A layout of empty boxes has no hole to make."""
+    full = [i for i, s in enumerate(shards) if all(s["sizes"])]
+    if not full:
+        return shards
+    i = draw(st.sampled_from(full))
+    if len(shards) > 1:
+        return shards[:i] + shards[i + 1 :]
+    d = draw(st.integers(0, len(shards[i]["sizes"]) - 1))
+    sizes = [n - 1 if k == d else n for k, n in enumerate(shards[i]["sizes"])]
+    return [{**shards[i], "sizes": sizes}]
+
+
 @pytest.mark.rules(
     "ST-VALID-1", "ST-VALID-2", "ST-VALID-3", "ST-VALID-4", "ST-VALID-5", "ST-VALID-14",
     "ERR-1", "ERR-4",
 )  # fmt: skip
+@pytest.mark.edges("layout fault")
 @given(layout=grid_layouts())
 def test_a_layout_is_accepted_exactly_when_it_tiles_the_tensor(impl, pure, layout):
     judge.requires(impl, "sharded_tensor")
@@ -67,6 +93,7 @@ def test_a_layout_is_accepted_exactly_when_it_tiles_the_tensor(impl, pure, layou
     verdict = layout_verdict(
         TensorMeta(tuple(ShardMeta.from_json(s) for s in shards), tuple(shape))
     )
+    edges.note(f"layout fault: {FAULT_OF_RULE[verdict.rule]}")
     # A valid layout refused is most likely an overlap seen where ST-VALID-1 sees none.
     judge.assert_pure_verdict(pure("validate", shards=shards, shape=shape), verdict,
                               f"validate({shards}, size={shape})", rule="ST-VALID-1")  # fmt: skip

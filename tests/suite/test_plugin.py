@@ -221,6 +221,33 @@ def test_an_example_that_meets_a_known_failure_counts_toward_max_examples(pytest
     result.stdout.fnmatch_lines(["ST-GATHER-1  xfail", "ST-GATHER-2  pass"])
 
 
+EDGES_TEST = """
+import pytest
+from hypothesis import given, settings, strategies as st
+from conformance import edges, judge
+
+@pytest.mark.rules("ST-GATHER-1")
+@pytest.mark.edges("group")
+@settings(max_examples=10, derandomize=True, database=None)
+@given(st.integers(1, 4))
+def test_draws_whole_worlds_only(n):
+    edges.group(list(range(n)), n)
+"""
+
+
+def test_a_declared_edge_class_never_drawn_is_reported_and_with_require_edges_an_error(pytester):
+    pytester.makepyfile(test_edges=EDGES_TEST)
+    reported = run(pytester)
+    assert reported.ret == 0
+    reported.stdout.fnmatch_lines(
+        [
+            "*test_draws_whole_worlds_only: group: the whole world 4",
+            "shardspec: test_edges.py::test_draws_whole_worlds_only never drew: group: a sub-group",
+        ]
+    )
+    assert run(pytester, "--require-edges").ret == 3
+
+
 def test_an_unknown_rule_failure_still_fails_a_test_with_rule_entries(pytester):
     pytester.makepyfile(test_rule_level=RULE_LEVEL_TESTS)
     pytester.path.joinpath("xfails.txt").write_text(

@@ -1,0 +1,121 @@
+"""Edge classes: the kinds of input the suite must reach, counted as its tests draw them.
+
+A test names the classes of what it drew (``note``, which is also a Hypothesis ``event``, so
+``--hypothesis-show-statistics`` lists them) and declares the families it must cover
+(``@pytest.mark.edges("tensor", "permutation")``). A run reports, per test, how many examples drew
+each class; with ``--require-edges`` a declared class that no example drew makes the run an error
+of the suite (exit 3): a strategy that never reaches a class tests nothing about it, and a
+wrong implementation that only fails there passes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+from hypothesis import event
+
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "tensor": (
+        "tensor: 0-d",
+        "tensor: a zero-length dim",
+        "tensor: fewer elements than shards",
+        "tensor: float64",
+        "tensor: int64",
+        "tensor: bool",
+    ),
+    # A ShardedTensor has at least one dim: its family is the tensor's but for 0-d.
+    "sharded tensor": (
+        "tensor: a zero-length dim",
+        "tensor: fewer elements than shards",
+        "tensor: float64",
+        "tensor: int64",
+        "tensor: bool",
+    ),
+    "permutation": (
+        "permutation: identity",
+        "permutation: a swap",
+        "permutation: a longer cycle",
+    ),
+    "group": ("group: the whole world", "group: a sub-group"),
+    "layout fault": (
+        "layout fault: none",
+        "layout fault: overlap",
+        "layout fault: gap",
+        "layout fault: out of bounds",
+        "layout fault: wrong ndim",
+        "layout fault: no shards",
+    ),
+    "mesh": (
+        "mesh: 1-D",
+        "mesh: 2-D",
+        "mesh: 3-D",
+        "mesh: 1 x k",
+        "mesh: k x 1",
+        "mesh: ranks out of order",
+        "mesh: smaller than the world",
+    ),
+}
+
+DRAWN: Counter[str] = Counter()
+
+
+def note(*labels: str) -> None:
+    """Count each label once for the example being drawn."""
+    for label in labels:
+        if not any(label in family for family in FAMILIES.values()):
+            raise ValueError(f"{label!r} is no edge class of {sorted(FAMILIES)}")
+        DRAWN[label] += 1
+        event(label)
+
+
+def tensor(shape: Sequence[int], dtype: str, shards: int) -> None:
+    """The classes of a drawn tensor split into ``shards`` pieces."""
+    labels = []
+    if not shape:
+        labels.append("tensor: 0-d")
+    if 0 in shape:
+        labels.append("tensor: a zero-length dim")
+    if math.prod(shape) < shards:
+        labels.append("tensor: fewer elements than shards")
+    if dtype in ("float64", "int64", "bool"):
+        labels.append(f"tensor: {dtype}")
+    note(*labels)
+
+
+def permutation(before: Sequence[int], after: Sequence[int]) -> None:
+    """The class of the permutation taking the order ``before`` to ``after`` (the same items):
+    the identity, swaps only, or one with a cycle of three or more."""
+    position = {item: i for i, item in enumerate(after)}
+    longest, seen = 1, set()
+    for start in range(len(before)):
+        length, i = 0, start
+        while i not in seen:
+            seen.add(i)
+            i, length = position[before[i]], length + 1
+        longest = max(longest, length)
+    labels = {1: "permutation: identity", 2: "permutation: a swap"}
+    note(labels.get(longest, "permutation: a longer cycle"))
+
+
+def group(members: Sequence[int], world_size: int) -> None:
+    note("group: the whole world" if len(members) == world_size else "group: a sub-group")
+
+
+def mesh(shape: Sequence[int], ranks: Sequence[int], world_size: int) -> None:
+    labels = [f"mesh: {len(shape)}-D"]
+    if len(shape) == 2 and shape[0] == 1 < shape[1]:
+        labels.append("mesh: 1 x k")
+    if len(shape) == 2 and shape[1] == 1 < shape[0]:
+        labels.append("mesh: k x 1")
+    if list(ranks) != sorted(ranks):
+        labels.append("mesh: ranks out of order")
+    if len(ranks) < world_size:
+        labels.append("mesh: smaller than the world")
+    note(*labels)
+
+
+def never_drawn(families: Sequence[str], drawn: Counter[str]) -> list[str]:
+    """The classes of ``families`` that no example drew."""
+    return [label for family in families for label in FAMILIES[family] if not drawn[label]]
