@@ -139,8 +139,8 @@ def _out_info(desc):
 
 @pytest.mark.rules(
     "ST-GATHER-1", "ST-GATHER-3", "ST-GATHER-4", "ST-GATHER-5", "ST-GATHER-6", "ST-GATHER-7",
-    "ST-GATHER-8", "ST-GATHER-9", "ST-GATHER-10", "ST-GATHER-11", "ERR-1", "ERR-2", "ERR-6",
-    "ERR-7", "ERR-8", "ERR-11",
+    "ST-GATHER-8", "ST-GATHER-9", "ST-GATHER-10", "ST-GATHER-11", "ST-LIFE-7", "ERR-1", "ERR-2",
+    "ERR-6", "ERR-7", "ERR-8", "ERR-11",
 )  # fmt: skip
 @given(data=st.data())
 def test_gather_arguments_are_validated_on_every_rank_before_data_moves(

@@ -244,7 +244,7 @@ def test_shard_scatters_the_source_ranks_tensor_or_every_rank_raises(
                            context, rule="ERR-9")  # fmt: skip
 
 
-@pytest.mark.rules("ST-LIFE-17", "ST-LIFE-18", "ERR-9", "ERR-10")
+@pytest.mark.rules("ST-LIFE-17", "ST-LIFE-18", "ST-LIFE-7", "ERR-9", "ERR-10")
 @given(data=st.data())
 def test_to_cpu_clone_and_pickling_keep_layout_and_values(
     impl, available_world_sizes, run_case, data

@@ -122,7 +122,7 @@ def reshard_cases(draw, world_sizes: list[int]):
 @pytest.mark.rules(
     "ST-RESHARD-1", "ST-RESHARD-2", "ST-RESHARD-3", "ST-RESHARD-4", "ST-RESHARD-5",
     "ST-RESHARD-6", "ST-RESHARD-7", "ST-RESHARD-8", "ST-RESHARD-9", "ST-RESHARD-10",
-    "ST-RESHARD-11", "ERR-3", "ERR-6", "ERR-9", "ERR-10", "ERR-11",
+    "ST-RESHARD-11", "ST-LIFE-1", "ST-LIFE-7", "ERR-3", "ERR-6", "ERR-9", "ERR-10", "ERR-11",
 )  # fmt: skip
 @pytest.mark.edges("sharded tensor", "permutation", "group")
 @given(data=st.data())
@@ -209,7 +209,7 @@ def differing_reshards(draw, world_sizes: list[int]):
     }
 
 
-@pytest.mark.rules("ST-RESHARD-9", "ST-RESHARD-6", "ERR-6")
+@pytest.mark.rules("ST-RESHARD-9", "ST-RESHARD-6", "ST-LIFE-1", "ST-LIFE-7", "ERR-6")
 @given(data=st.data())
 def test_a_new_spec_that_differs_between_ranks_fails_on_every_rank(
     impl, available_world_sizes, run_case, data

@@ -71,6 +71,7 @@ def test_known_failures_are_strict_xfails_and_stale_entries_are_reported(inner):
         "# planted failure (https://example.invalid/issue/1)\n"
         "test_inner.py::test_fails\n"
         "    whole test\n    ST-GATHER-1: raises ValueError, returns\n"
+        "    ERR-6: raises ValueError, returns\n"
         "test_inner.py::test_sum[ws1]   # listed, but it passes: strict xfail fails\n"
         "    whole test\n    ST-GATHER-1: wrong value\n"
         "test_inner.py::test_gone       # matches nothing\n"

@@ -66,7 +66,7 @@ def test_a_pure_call_that_hangs_is_a_failed_case_of_its_rule(tmp_path):
     assert "rank 0: no answer after 3.0 s (hung)" in out
     assert "in st_validate" in out  # the hung call's stack
     assert "symptom: hangs" in out
-    assert pure_column(rules) == {"ST-VALID-1": "fail"}
+    assert pure_column(rules) == {"ST-VALID-1": "fail", "ERR-7": "fail"}
 
 
 def test_fixtures_verify_runs_pure_calls_in_the_sandbox_too():
