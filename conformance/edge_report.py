@@ -35,8 +35,9 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 class EdgeResults:
     """Folds the reports' edge counts per test; reports them and the classes never drawn."""
 
-    def __init__(self, required: bool) -> None:
+    def __init__(self, required: bool, max_ranks: int) -> None:
         self.required = required
+        self.max_ranks = max_ranks  # the largest world the run has: classes beyond it are moot
         self.families: dict[str, list[str]] = {}
         self.drawn: dict[str, Counter[str]] = {}
 
@@ -50,7 +51,10 @@ class EdgeResults:
 
     def missing(self) -> dict[str, list[str]]:
         """Per test, the declared classes no example drew."""
-        found = {t: edges.never_drawn(f, self.drawn[t]) for t, f in self.families.items()}
+        found = {
+            test: edges.never_drawn(families, self.drawn[test], self.max_ranks)
+            for test, families in self.families.items()
+        }
         return {test: labels for test, labels in found.items() if labels}
 
     @pytest.hookimpl(trylast=True)

@@ -58,6 +58,18 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     ),
 }
 
+# Classes that need a world of at least this many ranks: a run whose worlds are all smaller
+# cannot draw them, and is not asked to.
+NEEDS_RANKS = {
+    "permutation: a swap": 2,
+    "permutation: a longer cycle": 3,
+    "group: a sub-group": 2,
+    "mesh: 1 x k": 2,
+    "mesh: k x 1": 2,
+    "mesh: ranks out of order": 2,
+    "mesh: smaller than the world": 2,
+}
+
 DRAWN: Counter[str] = Counter()
 
 
@@ -116,6 +128,12 @@ def mesh(shape: Sequence[int], ranks: Sequence[int], world_size: int) -> None:
     note(*labels)
 
 
-def never_drawn(families: Sequence[str], drawn: Counter[str]) -> list[str]:
-    """The classes of ``families`` that no example drew."""
-    return [label for family in families for label in FAMILIES[family] if not drawn[label]]
+def never_drawn(families: Sequence[str], drawn: Counter[str], max_ranks: int) -> list[str]:
+    """The classes of ``families`` that no example drew, of those worlds of up to ``max_ranks``
+    ranks can draw."""
+    return [
+        label
+        for family in families
+        for label in FAMILIES[family]
+        if not drawn[label] and NEEDS_RANKS.get(label, 1) <= max_ranks
+    ]

@@ -152,8 +152,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(edge_report, "shardspec-edges")
     if not hasattr(config, "workerinput"):  # the xdist controller, or a run without xdist
         config.pluginmanager.register(_RuleResults(config), "shardspec-rule-results")
-        required = config.getoption("--require-edges")
-        config.pluginmanager.register(edge_report.EdgeResults(required), "shardspec-edge-results")
+        edge_results = edge_report.EdgeResults(
+            config.getoption("--require-edges"), max(world_sizes(config))
+        )
+        config.pluginmanager.register(edge_results, "shardspec-edge-results")
 
 
 def _relative(path: Path) -> str:

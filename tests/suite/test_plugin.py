@@ -247,6 +247,10 @@ def test_a_declared_edge_class_never_drawn_is_reported_and_with_require_edges_an
         ]
     )
     assert run(pytester, "--require-edges").ret == 3
+    # A world of one rank cannot draw a sub-group: that run is not asked to.
+    alone = run(pytester, "--require-edges", "--world-sizes", "1")
+    assert alone.ret == 0
+    assert "never drew" not in alone.stdout.str()
 
 
 def test_an_unknown_rule_failure_still_fails_a_test_with_rule_entries(pytester):
