@@ -312,7 +312,7 @@ def assert_collective_verdict(
                 f"{len(wrong)} rank(s) did not"
             ),
             _with(
-                (verdict.rule or "",),
+                (verdict.rule,) if verdict.rule else (),
                 *(_type_rule(verdict, o) for o in wrong),
                 SPLIT_RULE if _split(result.outcomes) else None,
             ),
@@ -329,24 +329,21 @@ def assert_verdicts_by_rank(
     optional). A refused valid call blames ``rule``, a wrong or missing error the verdict's
     rule. Returns every rank's value, ``None`` where it raised."""
     __tracebackhide__ = True
-    blamed = []
+    said, blamed = [], set()
     for o in result.outcomes:
         verdict = verdicts[o.rank]
         if verdict.ok and not isinstance(o, Returned):
-            blamed.append((o.rank, "should return", rule))
+            said.append(f"rank {o.rank} should return ({rule})")
+            blamed.add(rule)
         elif not verdict.ok and not (
             (isinstance(o, Raised) and o.is_a(verdict.error or ""))
             or (verdict.optional and isinstance(o, Returned))
         ):
-            blamed.append((o.rank, f"should raise {verdict.error}", verdict.rule))
-            blamed.append((o.rank, "", _type_rule(verdict, o)))
-    if blamed:
-        said = "; ".join(f"rank {rank} {what} ({why})" for rank, what, why in blamed if what)
-        fail(
-            result.report(said),
-            sorted({why for _, _, why in blamed if why}),
-            symptoms.of_outcomes(result.outcomes),
-        )
+            said.append(f"rank {o.rank} should raise {verdict.error} ({verdict.rule})")
+            blamed.update(r for r in (verdict.rule, _type_rule(verdict, o)) if r)
+    if said:
+        fail(result.report("; ".join(said)), sorted(blamed) or None,
+             symptoms.of_outcomes(result.outcomes))  # fmt: skip
     return [o.value if isinstance(o, Returned) else None for o in result.outcomes]
 
 

@@ -364,7 +364,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 @contextmanager
 def _stop_at_the_first_failure(item: pytest.Item) -> Iterator[None]:
     """A property that is a known failure (a strict xfail) need not be shrunk, nor searched for
-    more bugs: both only re-run failing cases, and a known hang costs a case timeout each time.
+    more bugs: both only re-run failing cases, and a known hang costs a grace period each time.
     Nor is its unshrunk example saved: a later run without the entry would replay it as the
     failure to show, unshrunk.
 
