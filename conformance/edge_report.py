@@ -40,10 +40,15 @@ class EdgeResults:
         self.max_ranks = max_ranks  # the largest world the run has: classes beyond it are moot
         self.families: dict[str, list[str]] = {}
         self.drawn: dict[str, Counter[str]] = {}
+        self.volume: Counter[str] = Counter()  # examples of the pure properties at volume
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         properties = dict(report.user_properties)
-        if report.when != "call" or "edges_drawn" not in properties:
+        if report.when != "call":
+            return
+        if "volume_examples" in properties:
+            self.volume[report.nodeid.split("[")[0]] += int(properties["volume_examples"])
+        if "edges_drawn" not in properties:
             return
         base = report.nodeid.split("[")[0]
         self.families[base] = [f for f in properties["edge_families"].split(",") if f]
@@ -63,6 +68,12 @@ class EdgeResults:
             session.exitstatus = harness.EXIT_CODE
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.volume:
+            terminalreporter.section("shardspec: pure properties at volume (examples run)")
+            for test, n in sorted(self.volume.items()):
+                terminalreporter.write_line(f"{test}: {n}")
+            total = sum(self.volume.values())
+            terminalreporter.write_line(f"shardspec: {total} examples of pure properties at volume")
         if not self.drawn:
             return
         terminalreporter.section("shardspec: edge classes drawn")

@@ -34,10 +34,28 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "layout fault": (
         "layout fault: none",
         "layout fault: overlap",
+        "layout fault: an overlap a gap hides",
         "layout fault: gap",
         "layout fault: out of bounds",
         "layout fault: wrong ndim",
         "layout fault: no shards",
+    ),
+    "layout": (
+        "layout: one box",
+        "layout: an empty box",
+        "layout: boxes out of order",
+        "layout: boxes off a grid",
+    ),
+    "dt layout": (
+        "mesh: 1-D",
+        "mesh: 2-D",
+        "mesh: 3-D",
+        "mesh: 1 x k",
+        "mesh: k x 1",
+        "placements: none shards",
+        "placements: a negative dim",
+        "placements: mesh dims nested on one tensor dim",
+        "tensor: fewer elements than shards",
     ),
     "mesh": (
         "mesh: 1-D",

@@ -12,7 +12,7 @@ blames them all.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn
 
 import pytest
@@ -289,6 +289,28 @@ def pure_value(result: CaseResult, context: str, *, rule: str | None = None) -> 
     """The value of a pure call that must return (see ``assert_pure_verdict``)."""
     __tracebackhide__ = True
     return assert_pure_verdict(result, VALID, context, rule=rule)
+
+
+def each(inputs: Iterable[tuple[Any, Any]], check: Callable[[Any, Any], None]) -> None:
+    """Judge a batch (``pure_each``): ``check(input, results)`` for every input and its
+    results (a ``CaseResult``, or several where an input takes several calls).
+
+    Any failure but a known one ends the example at once, naming its one input. A known failure
+    of one input does not stop the others being judged; the example ends at a known failure
+    (``KnownFailureMet``) only where every input met one, so ``every_example_known`` still
+    means that nothing else was judged."""
+    __tracebackhide__ = True
+    known: KnownFailureMet | None = None
+    judged = 0
+    for given, result in inputs:
+        try:
+            check(given, result)
+        except KnownFailureMet as met:
+            known = known or met
+        else:
+            judged += 1
+    if known is not None and not judged:
+        raise known
 
 
 def assert_collective_verdict(

@@ -10,7 +10,7 @@ import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +123,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "rules(*ids): the spec rule ids a test checks")
     config.addinivalue_line(
         "markers", "edges(*families): the edge classes (conformance.edges) a test must draw"
+    )
+    config.addinivalue_line(
+        "markers", "volume(factor): a pure property that draws factor times the profile's examples"
     )
     missing = harness.missing_driver_dependency()
     if missing:
@@ -267,6 +270,31 @@ def pure(world_pool: WorldPool | _AttachedPool, impl_name: str) -> Callable[...,
 
 
 @pytest.fixture
+def pure_each(
+    world_pool: WorldPool | _AttachedPool, impl_name: str
+) -> Callable[[str, list[dict[str, Any]]], list[CaseResult]]:
+    """``pure_each(task, calls)`` runs pure task ``task`` once per argument set of ``calls`` in a
+    single trip to the sandbox (``conformance.tasks.pure:each``): one result per call, as its
+    own case would give it, to judge, report and replay alone. Where the trip itself fails (a
+    call hung or crashed the sandbox), each call runs alone, so the one that did is found."""
+    sandbox = world_pool.sandbox()
+
+    def run(task: str, calls: list[dict[str, Any]]) -> list[CaseResult]:
+        batch = sandbox.run(pure_tasks.case("each", impl_name, name=task, calls=calls))
+        cases = [pure_tasks.case(task, impl_name, **args) for args in calls]
+        if not batch.ok:
+            return [sandbox.run(c) for c in cases]
+        (outcomes,) = batch.values()
+        each_s = batch.elapsed_s / max(1, len(calls))
+        return [
+            CaseResult(c, (o,), batch.world_size, batch.backend, each_s)
+            for c, o in zip(cases, outcomes, strict=True)
+        ]
+
+    return run
+
+
+@pytest.fixture
 def run_case(world_pool: WorldPool | _AttachedPool, impl_name: str) -> Callable[..., CaseResult]:
     """``run_case(task, world_size, **args)`` runs the rank task ``task`` (``"dtensor:distribute"``
     for ``conformance.tasks.dtensor:distribute``, or a full ``module:function``) with the
@@ -354,37 +382,70 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Tell the judge which rules' failures this test expects; report those it met."""
     judge.KNOWN.start(item.stash.get(_KNOWN_RULES, {}))
     LEDGER.start_test()
-    with _stop_at_the_first_failure(item), _known_failures_end_their_example(item):
+    with (
+        _at_volume(item),
+        _stop_at_the_first_failure(item),
+        _known_failures_end_their_example(item),
+    ):
         yield
+    if item.get_closest_marker("volume"):
+        item.user_properties.append(("volume_examples", judge.KNOWN.examples))
     if judge.KNOWN.seen:
         item.user_properties.append(("known", ",".join(sorted(judge.KNOWN.seen))))
         item.user_properties.append(("known_as", judge.KNOWN.shown_text()))
 
 
 @contextmanager
-def _stop_at_the_first_failure(item: pytest.Item) -> Iterator[None]:
-    """A property that is a known failure (a strict xfail) need not be shrunk, nor searched for
-    more bugs: both only re-run failing cases, and a known hang costs a grace period each time.
-    Nor is its unshrunk example saved: a later run without the entry would replay it as the
-    failure to show, unshrunk.
+def _with_settings(
+    item: pytest.Item, change: Callable[[settings], settings | None]
+) -> Iterator[None]:
+    """Run ``item`` under ``change(its settings)`` (``None``: as they are).
 
     Hypothesis reads a test's settings from an attribute its ``@given`` wrapper carries; where
     a Hypothesis release renames it, the property simply runs with its usual settings."""
     test = getattr(item, "obj", None)
     current = getattr(test, "_hypothesis_internal_use_settings", None)
-    if item.stash.get(_EXPECTED_TO_FAIL, None) is None or not isinstance(current, settings):
+    changed = change(current) if isinstance(current, settings) else None
+    if changed is None:
         yield
         return
-    test._hypothesis_internal_use_settings = settings(
-        current,
-        phases=[phase for phase in current.phases if phase is not Phase.shrink],
-        report_multiple_bugs=False,
-        database=None,
-    )
+    test._hypothesis_internal_use_settings = changed
     try:
         yield
     finally:
         test._hypothesis_internal_use_settings = current
+
+
+def _at_volume(item: pytest.Item) -> AbstractContextManager[None]:
+    """A pure property marked ``volume(factor)`` draws ``factor`` times the examples of the
+    profile: its calls cost microseconds in a sandbox already running, and rare layouts (an
+    overlap between boxes that are not neighbours in any order) need thousands of draws. Each
+    example stays one input, so a failure shrinks to a minimal one in seconds."""
+    marker = item.get_closest_marker("volume")
+    if marker is None:
+        return _with_settings(item, lambda current: None)
+    (factor,) = marker.args
+    return _with_settings(
+        item, lambda current: settings(current, max_examples=current.max_examples * factor)
+    )
+
+
+def _stop_at_the_first_failure(item: pytest.Item) -> AbstractContextManager[None]:
+    """A property that is a known failure (a strict xfail) need not be shrunk, nor searched for
+    more bugs: both only re-run failing cases, and a known hang costs a grace period each time.
+    Nor is its unshrunk example saved: a later run without the entry would replay it as the
+    failure to show, unshrunk."""
+    if item.stash.get(_EXPECTED_TO_FAIL, None) is None:
+        return _with_settings(item, lambda current: None)
+    return _with_settings(
+        item,
+        lambda current: settings(
+            current,
+            phases=[phase for phase in current.phases if phase is not Phase.shrink],
+            report_multiple_bugs=False,
+            database=None,
+        ),
+    )
 
 
 @contextmanager

@@ -38,6 +38,28 @@ def grid_boxes(draw, shape: list[int], max_cuts: int = 2) -> list[tuple[tuple[in
     return boxes
 
 
+Box = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+@st.composite
+def tilings(draw, shape: list[int], max_cuts: int = 5) -> list[Box]:
+    """``(offsets, sizes)`` boxes that tile ``shape``: the whole box cut in two, then one of
+    the pieces in two, up to ``max_cuts`` times, each cut at an interior point of any dim
+    (guillotine cuts). Every grid is such a tiling, and so are layouts no grid gives (rows cut
+    at different columns). Boxes come in the order the cuts left them."""
+    boxes: list[Box] = [((0,) * len(shape), tuple(shape))]
+    for _ in range(draw(st.integers(0, max_cuts))):
+        cuttable = [(i, d) for i, (_, s) in enumerate(boxes) for d, n in enumerate(s) if n > 1]
+        if not cuttable:
+            break
+        i, d = draw(st.sampled_from(cuttable))
+        (o, s), c = boxes[i], draw(st.integers(1, boxes[i][1][d] - 1))
+        first = (o, (*s[:d], c, *s[d + 1 :]))
+        second = ((*o[:d], o[d] + c, *o[d + 1 :]), (*s[:d], s[d] - c, *s[d + 1 :]))
+        boxes[i : i + 1] = [first, second]
+    return boxes
+
+
 @st.composite
 def meshes(draw, world_size: int, max_dims: int = 3) -> tuple[list[int], list[int]]:
     """``(mesh_shape, ranks)``: a mesh of at most ``world_size`` ranks, in any order."""

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import judge
+from conformance import edges, judge
 from conformance import strategies as ss
 from conformance.oracle import layout as oracle
 from conformance.vocabulary import Shard, parse_placements
@@ -24,19 +24,42 @@ def layouts(draw, strided: bool):
     return shape, mesh_shape, placements
 
 
-def check_every_coordinate(pure, shape, mesh_shape, placements, rule: str | None) -> None:
-    """Every coordinate's local shape and offset, as the oracle computes them; a difference
-    blames ``rule``, or where it is ``None`` the rule the case exercises (``_layout_rule``)."""
+def check_every_coordinate(pure_each, shape, mesh_shape, placements, rule: str | None) -> None:
+    """Every coordinate's local shape and offset, as the oracle computes them (one trip to the
+    sandbox); a difference blames ``rule``, or where it is ``None`` the rule the case exercises
+    (``_layout_rule``)."""
     parsed = parse_placements(placements)
-    for coordinate in itertools.product(*(range(n) for n in mesh_shape)):
+    edges.note(*_classes(shape, mesh_shape, parsed))
+    coordinates = list(itertools.product(*(range(n) for n in mesh_shape)))
+    calls = [{"shape": shape, "mesh_shape": mesh_shape, "placements": placements,
+              "coordinate": list(c)} for c in coordinates]  # fmt: skip
+
+    def check(coordinate, result):
         context = f"shape={shape}, mesh={mesh_shape}, {placements}, coordinate={coordinate}"
         expected = oracle.local_shape_and_offset(shape, mesh_shape, parsed, coordinate)
-        result = pure("local_shape_and_offset", shape=shape, mesh_shape=mesh_shape,
-                      placements=placements, coordinate=list(coordinate))  # fmt: skip
         blamed = rule or _layout_rule(shape, parsed, expected, None)
         actual = tuple(map(tuple, judge.pure_value(result, context, rule=blamed)))
         blamed = rule or _layout_rule(shape, parsed, expected, actual)
         judge.assert_equal("(local_shape, offset)", actual, expected, context, rule=blamed)
+
+    judge.each(zip(coordinates, pure_each("local_shape_and_offset", calls), strict=True), check)
+
+
+def _classes(shape, mesh_shape, parsed) -> list[str]:
+    """The edge classes of a DTensor layout: its mesh, and how its placements shard."""
+    found = [f"mesh: {len(mesh_shape)}-D"]
+    if len(mesh_shape) == 2 and 1 in mesh_shape and mesh_shape != [1, 1]:
+        found.append("mesh: 1 x k" if mesh_shape[0] == 1 else "mesh: k x 1")
+    shards = [p for p in parsed if isinstance(p, Shard)]
+    if not shards:
+        found.append("placements: none shards")
+    if any(p.dim < 0 for p in shards):
+        found.append("placements: a negative dim")
+    if shape and len({p.dim % len(shape) for p in shards}) < len(shards):
+        found.append("placements: mesh dims nested on one tensor dim")
+    if math.prod(shape) < math.prod(mesh_shape):
+        found.append("tensor: fewer elements than shards")
+    return found
 
 
 def _layout_rule(shape, parsed, expected, actual) -> str:
@@ -59,17 +82,20 @@ def _layout_rule(shape, parsed, expected, actual) -> str:
     "DT-LAYOUT-1", "DT-LAYOUT-2", "DT-LAYOUT-3", "DT-LAYOUT-4", "DT-LAYOUT-5",
     "DT-LAYOUT-6", "DT-LAYOUT-7", "DT-LAYOUT-9", "DT-LAYOUT-10", "DT-PLACE-2",
 )  # fmt: skip
+@pytest.mark.edges("dt layout")
+@pytest.mark.volume(50)
 @given(layout=layouts(strided=False))
-def test_local_shape_and_offset_of_every_coordinate(impl, pure, layout):
+def test_local_shape_and_offset_of_every_coordinate(impl, pure_each, layout):
     judge.requires(impl, "dtensor")
-    check_every_coordinate(pure, *layout, rule=None)
+    check_every_coordinate(pure_each, *layout, rule=None)
 
 
 @pytest.mark.rules("DT-LAYOUT-8", "DT-PLACE-12")
+@pytest.mark.volume(50)
 @given(layout=layouts(strided=True))
-def test_strided_shards_in_the_nesting(impl, pure, layout):
+def test_strided_shards_in_the_nesting(impl, pure_each, layout):
     judge.requires(impl, "dtensor", "strided_shard")
-    check_every_coordinate(pure, *layout, rule="DT-LAYOUT-8")
+    check_every_coordinate(pure_each, *layout, rule="DT-LAYOUT-8")
 
 
 @pytest.mark.rules("DT-LAYOUT-2", "DT-LAYOUT-3", "DT-LAYOUT-4")

@@ -12,7 +12,7 @@ from conformance import strategies as ss
 from conformance.oracle import dt_api
 from conformance.oracle.st_metadata import ShardMeta, TensorMeta
 from conformance.oracle.st_validation import layout_verdict
-from conformance.suite.test_st_validation import grid_layouts
+from conformance.suite.test_st_validation import layouts
 from conformance.vocabulary import Mesh, parse_placements
 from conformance.world import Raised
 from conformance.world.protocol import RULE_ID
@@ -21,7 +21,7 @@ SPEC_IDS = {rule.id for rule in rules.load()}
 
 
 @pytest.mark.rules("ERR-5")
-@given(layout=grid_layouts())
+@given(layout=layouts())
 def test_a_rejected_layout_names_a_rule_of_the_spec(impl, pure, layout):
     judge.requires(impl, "sharded_tensor", "rule_ids_in_messages")
     shape, shards = layout

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -31,29 +33,156 @@ def _local_inputs(args: dict, group: list[int]) -> dict[int, list[LocalShard]]:
 
 
 @st.composite
-def grid_layouts(draw):
-    """A valid grid of boxes over a 1-d to 3-d shape, then at most one violation (ERR-11):
-    an overlap, a gap, a box out of bounds, a box of the wrong ndim, or no box at all."""
+def layouts(draw):
+    """A tiling of a 1-d to 3-d shape (``ss.tilings``: grids and layouts off a grid), its boxes
+    in any order on any ranks, then at most one way to be wrong (ERR-11); see ``_FAULTS``."""
     shape = draw(ss.shapes(min_dims=1, max_dims=3, max_side=6))
-    boxes = draw(ss.grid_boxes(shape, max_cuts=3))
-    shards = [{"offsets": list(o), "sizes": list(s), "placement": f"rank:{i % 4}/cpu"}
-              for i, (o, s) in enumerate(boxes)]  # fmt: skip
-    fault = draw(st.sampled_from(["none", "overlap", "gap", "out", "ndim", "empty"]))
+    boxes = draw(ss.tilings(shape))
+    if draw(st.booleans()):
+        boxes = draw(st.permutations(boxes))
+    shards = [{"offsets": list(o), "sizes": list(s), "placement": f"rank:{r}/cpu"}
+              for (o, s), r in zip(boxes, draw(_ranks(len(boxes))), strict=True)]  # fmt: skip
+    fault = draw(st.sampled_from(list(_FAULTS)))
+    return shape, _FAULTS[fault](draw, shape, shards)
+
+
+def _ranks(n: int) -> st.SearchStrategy[list[int]]:
+    return st.lists(st.integers(0, 7), min_size=n, max_size=n)
+
+
+def _box(shards: list[dict], i: int, offsets: list[int], sizes: list[int]) -> list[dict]:
+    """``shards`` with box ``i`` moved to ``offsets`` and resized to ``sizes``."""
+    return [*shards[:i], {**shards[i], "offsets": offsets, "sizes": sizes}, *shards[i + 1 :]]
+
+
+def _an_empty_box(draw, shape, shards):
+    """A box of no elements anywhere in bounds, its offset up to the end of each dim: valid
+    (ST-VALID-1, an empty box overlaps nothing)."""
+    offsets = [draw(st.integers(0, n)) for n in shape]
+    sizes = [draw(st.integers(0, n - o)) for o, n in zip(offsets, shape, strict=True)]
+    sizes[draw(st.integers(0, len(shape) - 1))] = 0
+    at = draw(st.integers(0, len(shards)))
+    box = {"offsets": offsets, "sizes": sizes, "placement": "rank:0/cpu"}
+    return [*shards[:at], box, *shards[at:]]
+
+
+def _a_copy(draw, shape, shards):
+    """A box that holds elements, twice: an overlap in every dim (ST-VALID-2)."""
+    full = [s for s in shards if all(s["sizes"])]
+    if not full:
+        return shards
+    at = draw(st.integers(0, len(shards)))
+    return [*shards[:at], dict(draw(st.sampled_from(full))), *shards[at:]]
+
+
+def _moves(shape, shards):
+    """``(box, dim, room before, room after)`` for each box that holds elements and is not as
+    long as the tensor along ``dim``: how far it can grow or move without leaving the tensor."""
+    return [
+        (i, d, s["offsets"][d], n - s["offsets"][d] - s["sizes"][d])
+        for i, s in enumerate(shards)
+        if all(s["sizes"])
+        for d, n in enumerate(shape)
+        if s["sizes"][d] < n
+    ]
+
+
+def _step(draw, before: int, after: int) -> int:
+    """A step of at least one back (up to ``before``) or forward (up to ``after``)."""
+    forward = draw(st.booleans()) if before and after else bool(after)
+    return draw(st.integers(1, after)) if forward else -draw(st.integers(1, before))
+
+
+def _grown(draw, shape, shards):
+    """A box grown along one dim into its neighbours, in bounds: a partial overlap along that
+    dim only (ST-VALID-2), and more volume than the tensor."""
+    moves = _moves(shape, shards)
+    if not moves:
+        return shards
+    i, d, before, after = draw(st.sampled_from(moves))
+    offsets, sizes = list(shards[i]["offsets"]), list(shards[i]["sizes"])
+    k = _step(draw, before, after)
+    offsets[d] += min(k, 0)
+    sizes[d] += abs(k)
+    return _box(shards, i, offsets, sizes)
+
+
+def _shifted(draw, shape, shards):
+    """A box moved along one dim, in bounds: it overlaps a neighbour and leaves a hole of the
+    same volume, so only a check of overlaps sees it (ST-VALID-2), not a count of elements."""
+    moves = _moves(shape, shards)
+    if not moves:
+        return shards
+    i, d, before, after = draw(st.sampled_from(moves))
+    offsets = list(shards[i]["offsets"])
+    offsets[d] += _step(draw, before, after)
+    return _box(shards, i, offsets, list(shards[i]["sizes"]))
+
+
+def _with_a_gap(draw, shape, shards):
+    """The layout with a hole (ST-VALID-4): a box that holds elements removed, or where it is
+    the only one, cut short by one along a dim. A layout of empty boxes has no hole to make."""
+    full = [i for i, s in enumerate(shards) if all(s["sizes"])]
+    if not full:
+        return shards
+    i = draw(st.sampled_from(full))
+    if len(shards) > 1:
+        return shards[:i] + shards[i + 1 :]
+    d = draw(st.integers(0, len(shards[i]["sizes"]) - 1))
+    sizes = [n - 1 if k == d else n for k, n in enumerate(shards[i]["sizes"])]
+    return _box(shards, i, list(shards[i]["offsets"]), sizes)
+
+
+def _out_of_bounds(draw, shape, shards):
+    """A box, empty or not, that ends past the end of one dim (ST-VALID-3)."""
     i = draw(st.integers(0, len(shards) - 1))
     d = draw(st.integers(0, len(shape) - 1))
-    if fault == "overlap":
-        shards.append(dict(shards[i]))
-    elif fault == "gap":
-        shards = _with_a_gap(shards, draw)
-    elif fault == "out":
-        shards[i] = {**shards[i], "offsets": [*shards[i]["offsets"]]}
-        shards[i]["offsets"][d] += 1
-    elif fault == "ndim":
-        shards[i] = {**shards[i], "offsets": [*shards[i]["offsets"], 0],
-                     "sizes": [*shards[i]["sizes"], 1]}  # fmt: skip
-    elif fault == "empty":
-        shards = []
-    return shape, shards
+    offsets = list(shards[i]["offsets"])
+    offsets[d] = shape[d] - shards[i]["sizes"][d] + draw(st.integers(1, 3))
+    return _box(shards, i, offsets, list(shards[i]["sizes"]))
+
+
+def _wrong_ndim(draw, shape, shards):
+    """A box with a dim more or a dim less than the tensor (ST-VALID-5)."""
+    i = draw(st.integers(0, len(shards) - 1))
+    offsets, sizes = list(shards[i]["offsets"]), list(shards[i]["sizes"])
+    if draw(st.booleans()):
+        return _box(shards, i, [*offsets, 0], [*sizes, 1])
+    return _box(shards, i, offsets[:-1], sizes[:-1])
+
+
+_FAULTS = {
+    "none": lambda draw, shape, shards: shards,
+    "an empty box": _an_empty_box,
+    "a copy": _a_copy,
+    "grown": _grown,
+    "shifted": _shifted,
+    "gap": _with_a_gap,
+    "out of bounds": _out_of_bounds,
+    "wrong ndim": _wrong_ndim,
+    "no shards": lambda draw, shape, shards: [],
+}
+
+
+def _layout_classes(shape: list[int], shards: list[dict], verdict) -> list[str]:
+    """The edge classes of a drawn layout: what the oracle finds wrong with it (the rule it
+    breaks first; an overlap whose hole makes the element count right is a class of its own)
+    and the shape of its boxes."""
+    fault = FAULT_OF_RULE[verdict.rule]
+    volume = sum(math.prod(s["sizes"]) for s in shards)
+    if fault == "overlap" and volume == math.prod(shape):
+        fault = "an overlap a gap hides"
+    found = [f"layout fault: {fault}"]
+    if len(shards) == 1:
+        found.append("layout: one box")
+    if any(not all(s["sizes"]) for s in shards):
+        found.append("layout: an empty box")
+    if [s["offsets"] for s in shards] != sorted(s["offsets"] for s in shards):
+        found.append("layout: boxes out of order")
+    full = [s["offsets"] for s in shards if all(s["sizes"])]
+    if verdict.ok and len(full) != math.prod(len({o[d] for o in full}) for d in range(len(shape))):
+        found.append("layout: boxes off a grid")
+    return found
 
 
 # What a layout the oracle judges breaks, by the rule it breaks first.
@@ -67,33 +196,20 @@ FAULT_OF_RULE = {
 }
 
 
-def _with_a_gap(shards: list[dict], draw) -> list[dict]:
-    """The layout with a hole (ST-VALID-4): a box that holds elements removed, or where it is
-    the only one, cut short by one along a dim. A layout of empty boxes has no hole to make."""
-    full = [i for i, s in enumerate(shards) if all(s["sizes"])]
-    if not full:
-        return shards
-    i = draw(st.sampled_from(full))
-    if len(shards) > 1:
-        return shards[:i] + shards[i + 1 :]
-    d = draw(st.integers(0, len(shards[i]["sizes"]) - 1))
-    sizes = [n - 1 if k == d else n for k, n in enumerate(shards[i]["sizes"])]
-    return [{**shards[i], "sizes": sizes}]
-
-
 @pytest.mark.rules(
     "ST-VALID-1", "ST-VALID-2", "ST-VALID-3", "ST-VALID-4", "ST-VALID-5", "ST-VALID-14",
     "ERR-1", "ERR-4",
 )  # fmt: skip
-@pytest.mark.edges("layout fault")
-@given(layout=grid_layouts())
+@pytest.mark.edges("layout fault", "layout")
+@pytest.mark.volume(50)
+@given(layout=layouts())
 def test_a_layout_is_accepted_exactly_when_it_tiles_the_tensor(impl, pure, layout):
     judge.requires(impl, "sharded_tensor")
     shape, shards = layout
     verdict = layout_verdict(
         TensorMeta(tuple(ShardMeta.from_json(s) for s in shards), tuple(shape))
     )
-    edges.note(f"layout fault: {FAULT_OF_RULE[verdict.rule]}")
+    edges.note(*_layout_classes(shape, shards, verdict))
     # A valid layout refused is most likely an overlap seen where ST-VALID-1 sees none.
     judge.assert_pure_verdict(pure("validate", shards=shards, shape=shape), verdict,
                               f"validate({shards}, size={shape})", rule="ST-VALID-1")  # fmt: skip

@@ -17,11 +17,21 @@ import torch
 from conformance import adapters
 from conformance.tasks import codec
 from conformance.world import Case, RankContext
+from conformance.world.protocol import Outcome
+from conformance.world.rank import execute
 
 
 def case(task: str, impl: str, **args: Any) -> Case:
     """The case that runs pure task ``task`` of this module with the adapter ``impl``."""
     return Case(f"{__name__}:{task}", {"impl": impl, **args})
+
+
+def each(ctx: RankContext, impl: str, name: str, calls: list[dict[str, Any]]) -> list[Outcome]:
+    """Pure task ``name`` once per argument set of ``calls``, in one trip to the sandbox: each
+    call's outcome is the one its own case would have (``case(name, impl, **args)``), so the
+    driver judges, reports and replays every call alone: every coordinate of a layout costs one
+    trip, not one each."""
+    return [execute(ctx, f"{__name__}:{name}", {"impl": impl, **args}) for args in calls]
 
 
 # -- DTensor ----------------------------------------------------------------------------------

@@ -266,7 +266,8 @@ class LocalWorld:
         Never raises for what the ranks did: raises, hangs and deaths come back as outcomes.
         After any of them the world is replaced: a rank that left a case early can leave
         messages in flight or collectives out of step, which would corrupt the next case, and a
-        fresh forked world costs tens of milliseconds.
+        fresh forked world costs tens of milliseconds. A sandbox that raised is kept: it has no
+        process group to put out of step, and a pure check refuses half its inputs.
         """
         self.start()
         LEDGER.ran_on(self)
@@ -277,7 +278,7 @@ class LocalWorld:
         result = CaseResult(
             case, outcomes, self.world_size, self.backend.name, time.monotonic() - started
         )
-        if not result.ok:
+        if result.faulted or (self.process_group and not result.ok):
             self._kill()
         return harness.check(result)
 

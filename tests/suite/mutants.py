@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import time
+from unittest import mock
 
 import torch
 
 import reference.dtensor as dt
 from conformance.adapters.reference import ReferenceAdapter
 from conformance.vocabulary import Shard, parse_placement
-from reference.sharded_tensor import ChunkShardingSpec
+from reference.sharded_tensor import ChunkShardingSpec, validation
 
 
 class ChunkOffsetPastTheEnd(ReferenceAdapter):
@@ -180,6 +182,39 @@ class GapsAccepted(ReferenceAdapter):
                 raise
 
 
+class _OverlapCheck(ReferenceAdapter):
+    """The reference's layout check with another overlap search in place of its sweep."""
+
+    def find_overlap(self, shards):
+        raise NotImplementedError
+
+    def st_validate(self, shards, global_shape):
+        with mock.patch.object(validation, "find_overlap", self.find_overlap):
+            super().st_validate(shards, global_shape)
+
+
+class OverlapsLeftToTheCount(_OverlapCheck):
+    """No overlap search: the element count of ST-VALID-4 is trusted to find overlaps, and misses
+    one whose hole elsewhere makes the count right (ST-VALID-2)."""
+
+    def find_overlap(self, shards):
+        return None
+
+
+class OverlapOnlyBetweenNeighbours(_OverlapCheck):
+    """A sweep that compares each box with the next in offset order only: a box that overlaps one
+    further on goes unseen (ST-VALID-2)."""
+
+    def find_overlap(self, shards):
+        boxes = sorted(
+            (i for i, s in enumerate(shards) if s.volume), key=lambda i: shards[i].shard_offsets
+        )
+        for a, b in itertools.pairwise(boxes):
+            if validation.overlaps(shards[a], shards[b], range(shards[a].ndim)):
+                return a, b
+        return None
+
+
 class ReshardInRankOrder(_PatchedTensors):
     """``reshard`` that lays chunks out in rank order, not in the order of the placements
     (PyTorch's own ST-RESHARD-3 deviation). Minimal: a reshard to the tensor's own spec, whose
@@ -327,6 +362,8 @@ NO_RULE_IDS = MessagesWithoutRuleIds()
 NEGATIVE_OFFSETS = NegativeOffsetsAccepted()
 CREATE_DROPS_GRAD = CreateDropsRequiresGrad()
 GAPS_ACCEPTED = GapsAccepted()
+OVERLAPS_LEFT_TO_THE_COUNT = OverlapsLeftToTheCount()
+OVERLAP_ONLY_BETWEEN_NEIGHBOURS = OverlapOnlyBetweenNeighbours()
 RESHARD_IN_RANK_ORDER = ReshardInRankOrder()
 GATHER_CHECKS_ON_DST = GatherChecksOutOnlyOnTheDestination()
 FLATTEN_KEEPS_EMPTY = FlattenKeepsEmptyInnerTensors()
@@ -356,6 +393,15 @@ class ValidateHangs(ReferenceAdapter):
         return super().st_validate(shards, global_shape)
 
 
+class LayoutHangsAtTheLastCoordinate(ReferenceAdapter):
+    """The layout of the last coordinate of a 2-rank mesh never comes back."""
+
+    def dt_local_shape_and_offset(self, global_shape, mesh_shape, placements, coordinate):
+        if list(mesh_shape) == [2] and list(coordinate) == [1]:
+            time.sleep(3600)
+        return super().dt_local_shape_and_offset(global_shape, mesh_shape, placements, coordinate)
+
+
 class EveryLayoutCrashes(ReferenceAdapter):
     def dt_local_shape_and_offset(self, global_shape, mesh_shape, placements, coordinate):
         os.kill(os.getpid(), signal.SIGSEGV)
@@ -377,3 +423,4 @@ LAYOUT_CRASHES = LayoutCrashesTheProcess()
 GATHER_FAILS_ONCE = GatherFailsOnce()
 EVERY_LAYOUT_CRASHES = EveryLayoutCrashes()
 VALIDATE_HANGS = ValidateHangs()
+LAYOUT_HANGS_AT_THE_LAST_COORDINATE = LayoutHangsAtTheLastCoordinate()

@@ -3,11 +3,13 @@ xfailed strictly, and a failing case tells how to replay it."""
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import pytest
 
-from conformance import known_failures
+from conformance import known_failures, profiles
 
 INNER_TASKS = """
 import torch, torch.distributed as dist
@@ -234,6 +236,46 @@ from conformance import edges, judge
 def test_draws_whole_worlds_only(n):
     edges.group(list(range(n)), n)
 """
+
+
+VOLUME_TEST = """
+import pytest
+from hypothesis import given, settings, strategies as st
+
+@pytest.mark.rules("ST-VALID-1")
+@pytest.mark.volume(5)
+@settings(max_examples=20, derandomize=True, database=None)
+@given(st.integers(0, 10**6))
+def test_at_volume(x):
+    with open("examples.txt", "a") as ran:
+        ran.write(f"{x}\\n")
+"""
+
+
+def test_a_property_at_volume_runs_its_factor_times_the_examples_and_says_how_many(pytester):
+    pytester.makepyfile(test_volume=VOLUME_TEST)
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    assert len(pytester.path.joinpath("examples.txt").read_text().split()) == 100
+    result.stdout.fnmatch_lines(
+        [
+            "test_volume.py::test_at_volume: 100",
+            "shardspec: 100 examples of pure properties at volume",
+        ]
+    )
+
+
+def test_the_ci_profile_judges_ten_thousand_pure_examples_per_run():
+    """The pure properties marked ``volume`` draw at least 10,000 examples in ci together (each
+    runs to its ``max_examples``: a run prints the count it reached)."""
+    suite = Path(__file__).resolve().parents[2] / "conformance" / "suite"
+    factors = [
+        node.args[0].value
+        for path in suite.glob("test_*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "pytest.mark.volume"
+    ]
+    assert sum(factors) * profiles.PROFILES["ci"]["max_examples"] >= 10_000, factors
 
 
 def test_a_declared_edge_class_never_drawn_is_reported_and_with_require_edges_an_error(pytester):

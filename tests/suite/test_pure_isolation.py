@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from conformance.golden import verify
-from conformance.world import Case, Died, Hung, Returned
+from conformance.tasks import pure as pure_tasks
+from conformance.world import Case, Died, Hung, Raised, Returned
 from conformance.world.pool import make_sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,6 +90,57 @@ def test_the_sandbox_joins_no_process_group_and_survives_its_faults():
         assert again == Returned(0, False)
     finally:
         sandbox.close()
+
+
+def test_the_sandbox_that_raised_is_kept_and_one_that_faulted_is_replaced():
+    """A pure check refuses half its inputs: a raise leaves the sandbox as it was (no process
+    group to put out of step) and costs no new process; a hang or a crash does."""
+    sandbox = make_sandbox("fork", case_timeout_s=2.0)
+    try:
+        sandbox.run(Case("world_tasks:whoami"))
+        before = sandbox.pids()
+        (raised,) = sandbox.run(Case("world_tasks:raise_everywhere")).outcomes
+        assert isinstance(raised, Raised)
+        sandbox.run(Case("world_tasks:whoami"))
+        assert sandbox.pids() == before
+        sandbox.run(Case("world_tasks:segfault", {"rank": 0}))
+        sandbox.run(Case("world_tasks:whoami"))
+        assert sandbox.pids() != before
+    finally:
+        sandbox.close()
+
+
+def test_a_call_of_a_batch_has_the_outcome_of_its_own_case():
+    """``conformance.tasks.pure:each`` returns, per call, what the call's own case gives: the
+    value, or the exception's types and message (one trip for every coordinate of a layout)."""
+    calls = [
+        {"shards": [{"offsets": [0], "sizes": [2], "placement": "rank:0/cpu"}], "shape": [2]},
+        {"shards": [], "shape": [2]},
+    ]
+    sandbox = make_sandbox("fork", case_timeout_s=5.0)
+    try:
+        batch = sandbox.run(pure_tasks.case("each", "reference", name="validate", calls=calls))
+        (outcomes,) = batch.values()
+        alone = [sandbox.run(pure_tasks.case("validate", "reference", **c)).outcomes[0]
+                 for c in calls]  # fmt: skip
+    finally:
+        sandbox.close()
+    assert outcomes[0] == alone[0] == Returned(0, None)
+    assert isinstance(outcomes[1], Raised)
+    assert (outcomes[1].types, outcomes[1].message) == (alone[1].types, alone[1].message)
+    assert "ST-VALID-14" in outcomes[1].message
+
+
+def test_a_batch_that_hangs_is_run_call_by_call_to_find_the_call_that_hung(tmp_path):
+    out, rules = run_suite(
+        tmp_path,
+        "mutants:LAYOUT_HANGS_AT_THE_LAST_COORDINATE",
+        "conformance/suite/test_dt_layout.py::test_local_shape_and_offset_of_every_coordinate",
+    )
+    assert "rank 0: no answer after 3.0 s (hung)" in out
+    assert "gave no answer [conformance.tasks.pure:local_shape_and_offset on 1 rank" in out
+    assert "conformance.tasks.pure:each" not in out.split(" FAILURES ")[1]
+    assert pure_column(rules)["ERR-7"] == "fail"
 
 
 @pytest.fixture(autouse=True)
