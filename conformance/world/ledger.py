@@ -34,9 +34,10 @@ class Ledger:
         self._sizes.add(world_size)
         self.latest_size = world_size
 
-    def ran_on(self, world: Closable) -> None:
-        """``world`` (a local world or a sandbox) ran this process's latest case."""
-        self._latest_world = weakref.ref(world)
+    def ran_on(self, world: Closable | None) -> None:
+        """``world`` ran this process's latest case; ``None``: a world with nothing to retire
+        ran it (a sandbox, whose pure calls join no collective)."""
+        self._latest_world = weakref.ref(world) if world is not None else None
 
     def sizes(self) -> list[int]:
         """The world sizes that ran a case since the test started."""

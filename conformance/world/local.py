@@ -270,8 +270,10 @@ class LocalWorld:
         process group to put out of step, and a pure check refuses half its inputs.
         """
         self.start()
-        LEDGER.ran_on(self)
-        if self.process_group:  # a sandbox runs a pure call: no world size to report
+        # A sandbox runs a pure call: no world size to report, no process group that a failed
+        # case could leave out of step (its faults replace it below).
+        LEDGER.ran_on(self if self.process_group else None)
+        if self.process_group:
             LEDGER.record(self.world_size)
         started = time.monotonic()
         outcomes = self._exchange(case, timeout_s or self.case_timeout_s)
