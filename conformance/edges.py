@@ -46,6 +46,18 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "layout: boxes out of order",
         "layout: boxes off a grid",
     ),
+    "local shards": (
+        "local shards: a rank with none",
+        "local shards: a rank with several",
+        "local shards: a rank's boxes apart along dim 0 only",
+        "local shards: a rank's boxes apart along dim 1 only",
+        "local shards: a rank's boxes apart along both dims",
+    ),
+    "fault spread": (
+        "fault: on one rank",
+        "fault: on every rank",
+        "fault: on two ranks, differently",
+    ),
     "dt layout": (
         "mesh: 1-D",
         "mesh: 2-D",
@@ -71,6 +83,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 # Classes that need a world of at least this many ranks: a run whose worlds are all smaller
 # cannot draw them, and is not asked to.
 NEEDS_RANKS = {
+    "local shards: a rank with none": 2,
+    "fault: on two ranks, differently": 2,
     "permutation: a swap": 2,
     "permutation: a longer cycle": 3,
     "group: a sub-group": 2,
@@ -139,6 +153,23 @@ def mesh(shape: Sequence[int], ranks: Sequence[int], world_size: int) -> None:
     if len(ranks) < world_size:
         labels.append("mesh: smaller than the world")
     note(*labels)
+
+
+def local_shards(shards_by_rank: Sequence[Sequence[dict]]) -> None:
+    """The classes of what the ranks of a ``from_local`` case hold: ``[]``, or several boxes,
+    and along which dims a rank's boxes lie apart."""
+    labels = set()
+    for held in shards_by_rank:
+        if not held:
+            labels.add("local shards: a rank with none")
+        if len(held) > 1:
+            labels.add("local shards: a rank with several")
+            offsets = [s["metadata"]["offsets"] for s in held]
+            apart = [d for d in range(len(offsets[0])) if len({o[d] for o in offsets}) > 1]
+            which = {(0,): "dim 0 only", (1,): "dim 1 only", (0, 1): "both dims"}.get(tuple(apart))
+            if which:
+                labels.add(f"local shards: a rank's boxes apart along {which}")
+    note(*sorted(labels))
 
 
 def never_drawn(families: Sequence[str], drawn: Counter[str], max_ranks: int) -> list[str]:

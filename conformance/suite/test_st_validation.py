@@ -238,9 +238,11 @@ GLOBAL_FAULTS = ["none", "metadata", "dtype", "requires_grad", "shape", "non_con
 
 @st.composite
 def from_local_cases(draw, world_sizes: list[int], faults: list[str] | None = None):
-    """Row chunks of a 2-d tensor, one per rank, passed to ``init_from_local_shards`` (``local``)
-    or with the global metadata (``global``); then at most one fault (ERR-11), on one rank
-    ``bad`` where it is per rank (ERR-6). ``faults`` draws only those (local ones only)."""
+    """A 2-d tensor's boxes held by the ranks, passed to ``init_from_local_shards`` (``local``)
+    or with the global metadata (``global``): row chunks, one per rank, or any tiling whose boxes
+    any ranks hold (some none, some several). Then at most one fault (ERR-11), on one rank, on
+    every rank that holds a box, or on two ranks in two different ways (ERR-6: a rank's own
+    input decides nothing alone). ``faults`` draws only those (local ones only)."""
     world_size = draw(st.sampled_from(world_sizes))
     kind = draw(st.sampled_from(["local", "global"] if faults is None else ["local"]))
     # Two non-empty halves of a box need a row and two columns.
@@ -248,77 +250,170 @@ def from_local_cases(draw, world_sizes: list[int], faults: list[str] | None = No
     size = [draw(st.integers(int(split), 6)), draw(st.integers(1 + split, 4))]
     dtype = draw(st.sampled_from(ss.DTYPES[:3]))
     ranks = list(range(world_size))
-    layout = [s.to_json() for s in chunk_shards(size, ChunkSpec(0, tuple(
-        f"rank:{r}/cpu" for r in ranks)))]  # fmt: skip
+    if split or draw(st.booleans()):
+        layout = [m.to_json() for m in chunk_shards(size, ChunkSpec(0, tuple(
+            f"rank:{r}/cpu" for r in ranks)))]  # fmt: skip
+    else:
+        boxes = draw(ss.tilings(size))
+        owners = draw(st.lists(st.sampled_from(ranks), min_size=len(boxes), max_size=len(boxes)))
+        layout = [{"offsets": list(o), "sizes": list(n), "placement": f"rank:{r}/cpu"}
+                  for (o, n), r in zip(boxes, owners, strict=True)]  # fmt: skip
     props = {"dtype": dtype, "requires_grad": False}
-    shards = [[{"metadata": dict(m), "tensor": {"shape": m["sizes"], "dtype": dtype}}]
-              for m in layout]  # fmt: skip
-    sizes = [list(size) for _ in ranks]
-    metadata = [{"shards": layout, "size": size, "properties": props} for _ in ranks]
-    fault = draw(st.sampled_from(faults or (LOCAL_FAULTS if kind == "local" else GLOBAL_FAULTS)))
-    bad = draw(st.sampled_from(ranks))
-    mine = shards[bad][0]
-    if fault == "two_properties":
-        # ``bad``'s box (rank 0's if empty) in two column halves, one of another dtype or
-        # requiring grad: two local tensors of one rank disagree (ST-VALID-6).
-        bad = bad if mine["metadata"]["sizes"][0] else 0
-        box = shards[bad][0]["metadata"]
-        row, (h, w) = box["offsets"][0], box["sizes"]
-        c = draw(st.integers(1, w - 1))
-        placement = f"rank:{bad}/cpu"
-        halves = [
-            {"metadata": {"offsets": [row, o], "sizes": [h, n], "placement": placement},
-             "tensor": {"shape": [h, n], "dtype": dtype}}
-            for o, n in ((0, c), (c, w - c))
-        ]  # fmt: skip
-        odd = halves[draw(st.integers(0, 1))]
-        if dtype == "int64" or draw(st.booleans()):
-            odd["tensor"]["dtype"] = "float64" if dtype != "float64" else "int64"
-        else:
-            odd["tensor"]["requires_grad"] = True
-        shards[bad] = halves
-    elif fault == "dtype":
-        mine["tensor"] = {**mine["tensor"], "dtype": "float64" if dtype != "float64" else "int64"}
-    elif fault == "requires_grad":
-        if dtype == "int64":
-            fault = "none"
-        else:
-            mine["tensor"] = {**mine["tensor"], "requires_grad": True}
-    elif fault == "size":
-        sizes[bad] = [size[0] + 1, size[1]]
-    elif fault == "shape":
-        mine["tensor"] = {**mine["tensor"], "shape": [mine["tensor"]["shape"][0], size[1] + 1]}
-    elif fault == "non_contiguous":
-        if min(mine["tensor"]["shape"]) > 1:
-            mine["tensor"] = {**mine["tensor"], "transposed": True}
-        else:
-            fault = "none"
-    elif fault == "placement_rank":
-        other = (bad + 1) % (world_size + 1)
-        mine["metadata"] = {**mine["metadata"], "placement": f"rank:{other}/cpu"}
-    elif fault == "no_shards":
-        shards = [[] for _ in ranks]
-    elif fault == "metadata":
-        other = "float64" if dtype != "float64" else "int64"
-        metadata[bad] = {**metadata[bad], "properties": {**props, "dtype": other}}
-        mine["tensor"] = {**mine["tensor"], "dtype": other}
-    elif fault == "missing":
-        shards[bad] = []
-    elif fault == "extra":
-        shards[bad] = [mine, mine]
-    elif fault in ("rankless", "worker", "non_member"):
-        placement = {"rankless": "cpu", "worker": "worker0/cpu",
-                     "non_member": f"rank:{world_size}/cpu"}[fault]  # fmt: skip
-        changed = [dict(m) for m in layout]
-        changed[bad]["placement"] = placement
-        metadata = [{**m, "shards": changed} for m in metadata]
-        shards[bad] = []
-    return world_size, {
+    shards = [[{"metadata": dict(m), "tensor": {"shape": m["sizes"], "dtype": dtype}}
+               for m in layout if m["placement"] == f"rank:{r}/cpu"] for r in ranks]  # fmt: skip
+    case = {
         "kind": kind,
         "shards_by_rank": shards,
-        "size_by_rank": sizes,
-        "metadata_by_rank": metadata,
+        "size_by_rank": [list(size) for _ in ranks],
+        "metadata_by_rank": [{"shards": layout, "size": size, "properties": props} for _ in ranks],
     }
+    fault = draw(st.sampled_from(faults or (LOCAL_FAULTS if kind == "local" else GLOBAL_FAULTS)))
+    if fault == "two_properties":
+        _two_properties(draw, case, dtype)
+    elif fault in _GLOBAL_LAYOUT_FAULTS:
+        _GLOBAL_LAYOUT_FAULTS[fault](draw, case, world_size)
+    elif fault != "none":
+        holders = [r for r in ranks if shards[r]] or ranks
+        spread = draw(st.sampled_from(["one rank", "every rank", "two ranks, differently"]))
+        if spread == "two ranks, differently" and len(holders) < 2:
+            spread = "one rank"
+        targets = {
+            "one rank": [draw(st.sampled_from(holders))],
+            "every rank": holders,
+            "two ranks, differently": draw(st.permutations(holders))[:2],
+        }[spread]
+        for way, rank in enumerate(targets):
+            _RANK_FAULTS[fault](case, rank, way if spread.startswith("two") else 0, world_size)
+        edges.note(f"fault: on {spread}")
+    return world_size, case
+
+
+def _other_dtype(dtype: str, way: int) -> str:
+    """A dtype other than ``dtype``; ``way`` 0 and 1 give two different ones."""
+    return [d for d in ss.DTYPES[:3] if d != dtype][way]
+
+
+def _first(case: dict, rank: int) -> dict | None:
+    held = case["shards_by_rank"][rank]
+    return held[0] if held else None
+
+
+def _set_tensor(case: dict, rank: int, **changes) -> None:
+    if (mine := _first(case, rank)) is not None:
+        mine["tensor"] = {**mine["tensor"], **changes}
+
+
+def _dtype(case, rank, way, world_size):
+    if (mine := _first(case, rank)) is not None:
+        _set_tensor(case, rank, dtype=_other_dtype(mine["tensor"]["dtype"], way))
+
+
+def _requires_grad(case, rank, way, world_size):
+    if (mine := _first(case, rank)) is not None and mine["tensor"]["dtype"] != "int64":
+        _set_tensor(case, rank, requires_grad=True)
+
+
+def _size(case, rank, way, world_size):
+    rows, cols = case["size_by_rank"][rank]
+    case["size_by_rank"][rank] = [rows + 1 + way, cols]
+
+
+def _shape(case, rank, way, world_size):
+    if (mine := _first(case, rank)) is not None:
+        rows, cols = mine["tensor"]["shape"]
+        _set_tensor(case, rank, shape=[rows, cols + 1 + way])
+
+
+def _non_contiguous(case, rank, way, world_size):
+    if (mine := _first(case, rank)) is not None and min(mine["tensor"]["shape"]) > 1:
+        _set_tensor(case, rank, transposed=True)
+
+
+def _placement_rank(case, rank, way, world_size):
+    if (mine := _first(case, rank)) is not None:
+        other = (rank + 1 + way) % (world_size + 1)
+        mine["metadata"] = {**mine["metadata"], "placement": f"rank:{other}/cpu"}
+
+
+def _no_shards(case, rank, way, world_size):
+    case["shards_by_rank"][rank] = []
+
+
+def _metadata(case, rank, way, world_size):
+    """This rank's global metadata, and its tensors, of another dtype."""
+    meta = case["metadata_by_rank"][rank]
+    other = _other_dtype(meta["properties"]["dtype"], way)
+    case["metadata_by_rank"][rank] = {**meta, "properties": {**meta["properties"], "dtype": other}}
+    for shard in case["shards_by_rank"][rank]:
+        shard["tensor"] = {**shard["tensor"], "dtype": other}
+
+
+def _extra(case, rank, way, world_size):
+    if (mine := _first(case, rank)) is not None:
+        case["shards_by_rank"][rank] = [*case["shards_by_rank"][rank], *[mine] * (1 + way)]
+
+
+_RANK_FAULTS = {
+    "dtype": _dtype,
+    "requires_grad": _requires_grad,
+    "size": _size,
+    "shape": _shape,
+    "non_contiguous": _non_contiguous,
+    "placement_rank": _placement_rank,
+    "no_shards": _no_shards,
+    "missing": _no_shards,
+    "metadata": _metadata,
+    "extra": _extra,
+}
+
+
+def _placed_elsewhere(placement: str):
+    """A global layout fault: one box of the metadata every rank passes is placed on
+    ``placement`` (no rank, a worker name, a rank outside the world), and no rank holds it."""
+
+    def fault(draw, case, world_size):
+        layout = case["metadata_by_rank"][0]["shards"]
+        i = draw(st.integers(0, len(layout) - 1))
+        held = layout[i]["placement"]
+        changed = [dict(m) for m in layout]
+        changed[i]["placement"] = placement.format(world_size=world_size)
+        case["metadata_by_rank"] = [{**m, "shards": changed} for m in case["metadata_by_rank"]]
+        owner = int(held.removeprefix("rank:").split("/")[0])
+        case["shards_by_rank"][owner] = [
+            s for s in case["shards_by_rank"][owner] if s["metadata"] != layout[i]
+        ]
+
+    return fault
+
+
+_GLOBAL_LAYOUT_FAULTS = {
+    "rankless": _placed_elsewhere("cpu"),
+    "worker": _placed_elsewhere("worker0/cpu"),
+    "non_member": _placed_elsewhere("rank:{world_size}/cpu"),
+}
+
+
+def _two_properties(draw, case, dtype):
+    """A rank's box (rank 0's if empty) in two column halves, one of another dtype or requiring
+    grad: two local tensors of one rank disagree (ST-VALID-6)."""
+    shards = case["shards_by_rank"]
+    bad = draw(st.sampled_from(range(len(shards))))
+    bad = bad if shards[bad] and shards[bad][0]["metadata"]["sizes"][0] else 0
+    box = shards[bad][0]["metadata"]
+    row, (h, w) = box["offsets"][0], box["sizes"]
+    c = draw(st.integers(1, w - 1))
+    placement = f"rank:{bad}/cpu"
+    halves = [
+        {"metadata": {"offsets": [row, o], "sizes": [h, n], "placement": placement},
+         "tensor": {"shape": [h, n], "dtype": dtype}}
+        for o, n in ((0, c), (c, w - c))
+    ]  # fmt: skip
+    odd = halves[draw(st.integers(0, 1))]
+    if dtype == "int64" or draw(st.booleans()):
+        odd["tensor"]["dtype"] = "float64" if dtype != "float64" else "int64"
+    else:
+        odd["tensor"]["requires_grad"] = True
+    shards[bad] = halves
 
 
 def _tensor_info(desc):
@@ -336,12 +431,14 @@ def _tensor_info(desc):
     "ST-VALID-12", "ST-VALID-13", "ST-VALID-14", "ST-LIFE-12", "ST-LIFE-13", "ST-LIFE-14",
     "ERR-1", "ERR-3", "ERR-6", "ERR-11",
 )  # fmt: skip
+@pytest.mark.edges("local shards", "fault spread")
 @given(data=st.data())
 def test_construction_from_local_shards_checks_every_rank_and_keeps_the_data(
     impl, available_world_sizes, run_case, data
 ):
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(from_local_cases(available_world_sizes))
+    edges.local_shards(args["shards_by_rank"])
     result = run_case("sharded_tensor:from_local_checked", world_size, **args)
     group = list(range(world_size))
     inputs = _local_inputs(args, group)
