@@ -38,6 +38,7 @@ CAPABILITIES = {
     "strided_shard": "the strided shard placement _S(dim, split_factor)",
     "sub_groups": "process groups that are a strict subset of the world",
     "interop": "to_sharded_metadata, a layout as ShardedTensor boxes (INTEROP-* rules)",
+    "dtensor_factories": "zeros, ones, empty, full, rand, randn of a DTensor (DT-API-16 to 18)",
     "cuda": "CUDA tensors on NCCL worlds",
     "rule_ids_in_messages": "error messages name the rule they enforce (ERR-5, a SHOULD)",
 }
@@ -296,6 +297,20 @@ class DTensorAdapter(Protocol):
         device_type: str,
     ) -> list[ShardBox]:
         """*Pure.* ``to_sharded_metadata``: the layout's boxes (capability ``interop``)."""
+
+    def dt_factory(
+        self,
+        op: str,
+        size: Sequence[int],
+        mesh: Any,
+        placements: Sequence[str] | None,
+        fill_value: bool | int | float | None,
+        dtype: torch.dtype | None,
+        requires_grad: bool,
+    ) -> Any:
+        """The DTensor factory ``op`` (``zeros``, ``ones``, ``empty``, ``full``, ``rand``,
+        ``randn``) of global ``size``; ``fill_value`` for ``full`` only, ``dtype`` and
+        ``placements`` ``None`` for the default (capability ``dtensor_factories``)."""
 
 
 class Adapter(ShardedTensorAdapter, DTensorAdapter, Protocol):

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 import torch._dynamo  # DeviceMesh and DTensor import it on first use, which takes seconds
 import torch.distributed as dist
+from torch.distributed import tensor as torch_dtensor
 from torch.distributed._shard import sharded_tensor as sharded
 from torch.distributed._shard.api import _shard_tensor
 from torch.distributed._shard.metadata import ShardMetadata
@@ -83,6 +84,7 @@ class PyTorchAdapter:
             "strided_shard",
             "sub_groups",
             "cuda",
+            "dtensor_factories",
         }
     )
 
@@ -249,6 +251,16 @@ class PyTorchAdapter:
         if kind == "_StridedShard":
             return _StridedShard(args[0], split_factor=args[1])
         return kinds[kind](*args)
+
+    def dt_factory(self, op, size, mesh, placements, fill_value, dtype, requires_grad):
+        options: dict[str, Any] = {"device_mesh": mesh, "requires_grad": requires_grad}
+        if placements is not None:
+            options["placements"] = [_to_torch_placement(p) for p in placements]
+        if dtype is not None:
+            options["dtype"] = dtype
+        if op == "full":
+            return torch_dtensor.full(list(size), fill_value, **options)
+        return getattr(torch_dtensor, op)(list(size), **options)
 
     def dt_to_sharded_metadata(
         self, global_shape, dtype, mesh_shape, mesh_ranks, placements, device_type

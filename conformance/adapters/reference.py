@@ -53,6 +53,7 @@ class ReferenceAdapter:
             "strided_shard",
             "sub_groups",
             "cuda",
+            "dtensor_factories",
             "interop",
         }
     )
@@ -193,6 +194,13 @@ class ReferenceAdapter:
 
     def dt_mesh_named(self, mesh: dt.DeviceMesh, name: str) -> Any:
         return mesh[name].mesh.tolist()
+
+    def dt_factory(self, op, size, mesh, placements, fill_value, dtype, requires_grad):
+        options = {"device_mesh": mesh, "placements": _placements(placements), "dtype": dtype,
+                   "requires_grad": requires_grad}  # fmt: skip
+        if op == "full":
+            return dt.full(size, fill_value, **options)
+        return getattr(dt, op)(size, **options)
 
     def dt_placement(self, kind: str, *args: Any) -> Any:
         kinds = {"Shard": dt.Shard, "_StridedShard": dt.StridedShard,

@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from conformance import judge
 from conformance import strategies as ss
 from conformance.oracle import dt_api, tolerance
-from conformance.oracle.layout import source_local
+from conformance.oracle.layout import local_shape_and_offset, source_local
 from conformance.oracle.mesh import by_rank
 from conformance.oracle.placements import normalize, partial_op
 from conformance.oracle.tensors import make_global
+from conformance.oracle.vocabulary import VALID
 from conformance.vocabulary import Mesh, parse_placements
 
 OPS = ["sum", "avg", "min", "max", "product"]
@@ -345,3 +346,105 @@ def test_a_collective_call_needs_one_placement_list_and_source_on_every_rank(
     for o in inside.outcomes:
         judge.assert_equal(f"rank {o.rank}: placements", o.value["placements"], expected,
                            result.replay_command(), rule="DT-PLACE-2")  # fmt: skip
+
+
+FACTORIES = ["zeros", "ones", "full", "empty", "rand", "randn"]
+FILLED = {"zeros": 0, "ones": 1}
+
+
+@st.composite
+def factory_calls(draw, world_sizes: list[int]):
+    """A factory of any layout (``P`` of sum, avg, max or min; the default placements too),
+    with or without a dtype, ``full`` with an int, float or bool fill, ``requires_grad`` where
+    the dtype allows it."""
+    world_size = draw(st.sampled_from(world_sizes))
+    op = draw(st.sampled_from(FACTORIES))
+    size = draw(ss.shapes())
+    mesh_shape, ranks = draw(ss.meshes(world_size))
+    placements = None
+    if draw(st.integers(0, 3)):
+        partial = draw(st.sampled_from(OPS[:4]))
+        placements = [f"P({partial})" if p == "P(sum)" else p for p in
+                      draw(ss.placements(len(mesh_shape), len(size), partial=True))]  # fmt: skip
+    floating = ["float32", "float64"]
+    dtype = draw(st.sampled_from([None, *(floating if op.startswith("rand") else ss.DTYPES)]))
+    fill = draw(st.sampled_from([0, 1, -3, 2.5, True])) if op == "full" else None
+    made = factory_dtype(op, fill, dtype)
+    if "P(avg)" in (placements or []) and not made.is_floating_point:
+        placements = [p.replace("P(avg)", "P(sum)") for p in placements]
+    requires_grad = made.is_floating_point and draw(st.booleans())
+    return world_size, {
+        "op": op,
+        "size": size,
+        "mesh_shape": mesh_shape,
+        "mesh_ranks": ranks,
+        "placements": placements,
+        "fill_value": fill,
+        "dtype": dtype,
+        "requires_grad": requires_grad,
+    }
+
+
+def factory_dtype(op: str, fill, dtype: str | None) -> torch.dtype:
+    """The dtype of a factory's result (DT-API-18): the one given, else torch's own factory's
+    (the default dtype; for ``full``, the dtype its fill infers)."""
+    if dtype is not None:
+        return getattr(torch, dtype)
+    if op == "full":
+        return torch.full((), fill).dtype
+    return torch.get_default_dtype()
+
+
+@pytest.mark.rules("DT-API-16", "DT-API-17", "DT-API-18")
+@given(data=st.data())
+def test_factories_build_the_layout_dtype_and_fill_of_any_placements(
+    impl, available_world_sizes, run_case, data
+):
+    """Every rank's local tensor has the layout's shape (the empty 1-D tensor outside the mesh),
+    the dtype, device and ``requires_grad`` asked for; a filled factory's locals are those of
+    distributing the filled tensor, so its logical value is the fill, ``P`` dims included."""
+    judge.requires(impl, "dtensor", "dtensor_factories")
+    world_size, args = data.draw(factory_calls(available_world_sizes))
+    placed = args["placements"] or ["R"] * len(args["mesh_shape"])
+    _requires_layout(impl, world_size, args["mesh_ranks"], placed)
+    result = run_case("dtensor:factory", world_size, **args)
+    values = judge.assert_collective_verdict(result, VALID, rule="DT-API-16")
+    context = result.replay_command()
+    mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
+    placements = parse_placements(placed)
+    size, op = args["size"], args["op"]
+    dtype = factory_dtype(op, args["fill_value"], args["dtype"])
+    coords = by_rank(mesh)
+    filled = None
+    if op in FILLED or op == "full":
+        fill = FILLED.get(op, args["fill_value"])
+        value = torch.full(size, fill, dtype=dtype)
+        filled = dt_api.distribute_tensor({r: value for r in range(world_size)}, mesh,
+                                          placements, world_size)  # fmt: skip
+    for rank, got in enumerate(values):
+        where = f"rank {rank}"
+        judge.assert_equal(f"{where}: (shape, stride, dtype)",
+                           [got["describe"][k] for k in ("shape", "stride", "dtype")],
+                           [size, list(dt_api.contiguous_stride(size)), str(dtype)[6:]],
+                           context, rule="DT-API-16")  # fmt: skip
+        local_shape = [0]
+        if rank in coords:
+            local_shape = list(local_shape_and_offset(size, mesh.shape, placements,
+                                                      coords[rank])[0])  # fmt: skip
+        judge.assert_equal(f"{where}: to_local().shape", list(got["local"].shape), local_shape,
+                           context, rule="DT-API-16")  # fmt: skip
+        judge.assert_equal(
+            f"{where}: (dtype, device, contiguous, requires_grad) of the local tensor",
+            [
+                got["local"].dtype,
+                got["local_device"],
+                got["local_contiguous"],
+                got["requires_grad"],
+            ],
+            [dtype, "cpu" if result.backend == "gloo" else "cuda", True, args["requires_grad"]],
+            context,
+            rule="DT-API-18",
+        )
+        if filled is not None:
+            judge.assert_tensor_exact(f"{where}: to_local()", got["local"], filled[rank],
+                                      context, rule="DT-API-17")  # fmt: skip

@@ -9,7 +9,7 @@ import torch
 
 from conformance import adapters
 from conformance.tasks import codec
-from conformance.tasks.codec import contiguous_stride, make_global
+from conformance.tasks.codec import contiguous_stride, make_global, torch_dtype
 from conformance.world import RankContext
 
 
@@ -56,6 +56,36 @@ def distribute_redistribute(
         "full": adapter.dt_full_tensor(moved),
         "source_local_unchanged": bool(torch.equal(adapter.dt_to_local(dt), first)),
         "input_unchanged": bool(torch.equal(tensor, before)),
+    }
+
+
+def factory(
+    ctx: RankContext,
+    impl: str,
+    op: str,
+    size: list[int],
+    mesh_shape: list[int],
+    mesh_ranks: list[int],
+    placements: list[str] | None,
+    fill_value: bool | int | float | None,
+    dtype: str | None,
+    requires_grad: bool,
+) -> dict[str, Any]:
+    """A DTensor factory on every rank; report its metadata and its local tensor (with that
+    tensor's device and contiguity, and the DTensor's ``requires_grad``). Nothing is computed
+    from it: gradients are out of scope, the flag is not (DT-API-18)."""
+    adapter = adapters.load(impl)
+    device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
+    wanted = None if dtype is None else torch_dtype(dtype)
+    made = adapter.dt_factory(op, size, device_mesh, placements, fill_value, wanted, requires_grad)
+    local = adapter.dt_to_local(made)
+    return {
+        "describe": adapter.dt_describe(made),
+        "requires_grad": made.requires_grad,
+        "local": local.detach().clone(),
+        "local_device": local.device.type,
+        "local_requires_grad": local.requires_grad,
+        "local_contiguous": local.is_contiguous(),
     }
 
 

@@ -88,6 +88,10 @@ class DTensor:
         return self._local.dtype
 
     @property
+    def requires_grad(self) -> bool:
+        return self._local.requires_grad
+
+    @property
     def device_mesh(self) -> DeviceMesh:
         return self._mesh
 

@@ -14,7 +14,7 @@ import torch
 
 from conformance.benchmarks.dtensor import counting_receives
 from conformance.world import RankContext
-from reference.dtensor import DeviceMesh, DTensor, distribute_tensor
+from reference.dtensor import DeviceMesh, DTensor, distribute_tensor, factories
 from reference.dtensor import placements as pl
 
 # -- the oracle (spec/dt-layout.md, Semantics, written from scratch) ---------------------------
@@ -240,3 +240,13 @@ def traffic(ctx: RankContext, mesh_shape, ranks, shape, src: str, tgt: str) -> i
     with counting_receives() as received:
         d.redistribute(mesh, pl.parse(tgt))
     return received[0]
+
+
+def factory(ctx: RankContext, op: str, size, placements: str, dtype: str) -> dict[str, Any]:
+    """``reference.dtensor.<op>`` on the 1-D mesh of every rank but the last; the local tensor
+    and the logical value (``full_tensor``, in-mesh)."""
+    mesh = mesh_of(ctx, [ctx.world_size - 1], list(range(ctx.world_size - 1)))
+    made = getattr(factories, op)(size, device_mesh=mesh, placements=pl.parse(placements),
+                                  dtype=getattr(torch, dtype))  # fmt: skip
+    inside = mesh.get_coordinate() is not None
+    return {"local": made.to_local(), "full": made.full_tensor() if inside else None}

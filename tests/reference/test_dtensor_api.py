@@ -252,3 +252,33 @@ def test_api_errors_are_raised_on_every_rank(world_pool):
         Case("dt_tasks:call", {"api": "distribute", **two_d, "placements": "P(sum), P(max)"})
     )
     assert_raised_everywhere(result, "ValueError", "mixed partial ops")
+
+
+@pytest.mark.rules("DT-API-16", "DT-API-17")
+@pytest.mark.parametrize(
+    ("op", "placements", "dtype", "locals_"),
+    [
+        ("ones", "P(sum)", "float32", [[0.5, 0.5], [0.5, 0.5], []]),
+        ("ones", "P(sum)", "int64", [[1, 1], [0, 0], []]),
+        ("ones", "P(max)", "float32", [[1.0, 1.0], [1.0, 1.0], []]),
+        ("zeros", "S(0)", "float64", [[0.0], [0.0], []]),
+    ],
+)
+def test_a_filled_factory_is_worth_its_fill_whatever_the_placements(
+    world_pool, op, placements, dtype, locals_
+):
+    """World 3, mesh [0, 1]: the locals partition the fill along ``P`` (DT-API-17), so the value
+    is the fill, not twice it; rank 2, outside the mesh, holds the empty 1-D tensor (DT-API-16)."""
+    facts = (
+        world_pool.get(3)
+        .run(
+            Case(
+                "dt_tasks:factory",
+                {"op": op, "size": [2], "placements": placements, "dtype": dtype},
+            )
+        )
+        .values()
+    )
+    assert [f["local"].tolist() for f in facts] == locals_
+    assert {f["local"].dtype for f in facts} == {getattr(torch, dtype)}
+    assert [f["full"].tolist() for f in facts[:2]] == [[float(op == "ones")] * 2] * 2
