@@ -23,14 +23,6 @@ from reference.dtensor.mesh import DeviceMesh
 from reference.dtensor.placements import Placement, Replicate, normalize
 
 
-def _contiguous_stride(shape: Sequence[int]) -> tuple[int, ...]:
-    stride, step = [], 1
-    for n in reversed(shape):
-        stride.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(stride))
-
-
 def _factory(
     make: Callable[..., torch.Tensor],
     size: Sequence[int],
@@ -50,14 +42,15 @@ def _factory(
         device_mesh.ndim,
     )
     device = torch.device(device_mesh.device_type)
+    stride = torch.empty(size, device="meta").stride()  # the contiguous stride, no memory
     coordinate = _coordinate(device_mesh)
     if coordinate is None:
         local = make((0,), dtype=dtype, device=device)
-        made = DTensor(local, device_mesh, placed, size, _contiguous_stride(size))
+        made = DTensor(local, device_mesh, placed, size, stride)
     else:
         shape = tuple(len(s) for s in index_sequences(size, device_mesh.shape, placed, coordinate))
         local = make(shape, dtype=dtype, device=device)
-        made = _partitioned(local, device_mesh, placed, size, _contiguous_stride(size))
+        made = _partitioned(local, device_mesh, placed, size, stride)
     made.to_local().requires_grad_(requires_grad)
     return made
 
