@@ -68,7 +68,8 @@ def _transition_rule(source, target, ndim: int) -> str:
 @pytest.mark.rules(
     "DT-API-1", "DT-API-2", "DT-API-4", "DT-API-5", "DT-API-11", "DT-API-12", "DT-API-13",
     "DT-MESH-8", "DT-LAYOUT-11", "DT-LAYOUT-12", "DT-REDIST-1", "DT-REDIST-2", "DT-REDIST-3",
-    "DT-REDIST-12", "DT-REDIST-13", "DT-REDIST-14", "DT-PLACE-10", "ERR-9", "ERR-10",
+    "DT-REDIST-12", "DT-REDIST-13", "DT-REDIST-14", "DT-REDIST-15", "DT-PLACE-10", "ERR-9",
+    "ERR-10",
 )  # fmt: skip
 @pytest.mark.edges("tensor", "mesh")
 @given(data=st.data())
@@ -104,6 +105,9 @@ def test_every_shard_and_replicate_transition_keeps_the_value_exactly(
         judge.assert_tensor_exact(f"{where}: redistributed local", got["redistributed"],
                                   moved[rank], context,
                                   rule=_blame(mesh, rank, "DT-REDIST-14", transition))  # fmt: skip
+        judge.assert_equal(f"{where}: redistributed local (contiguous, device)",
+                           [got["redistributed"].is_contiguous(), got["redistributed_device"]],
+                           [True, _device(result)], context, rule="DT-REDIST-15")  # fmt: skip
         judge.assert_tensor_exact(f"{where}: full_tensor", got["full"], full[rank], context,
                                   rule=_blame(mesh, rank, "DT-API-13", "DT-REDIST-1"))  # fmt: skip
         if rank in mesh.ranks:
@@ -115,6 +119,11 @@ def test_every_shard_and_replicate_transition_keeps_the_value_exactly(
                            rule="DT-API-5")  # fmt: skip
         judge.assert_equal(f"{where}: source DTensor unchanged", got["source_local_unchanged"],
                            True, context, rule="DT-REDIST-12")  # fmt: skip
+
+
+def _device(result) -> str:
+    """The device type a world's tensors live on: CUDA on NCCL ranks, CPU on Gloo ones."""
+    return "cpu" if result.backend == "gloo" else "cuda"
 
 
 OPS = ["sum", "avg", "min", "max", "product"]

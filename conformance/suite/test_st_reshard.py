@@ -122,7 +122,8 @@ def reshard_cases(draw, world_sizes: list[int]):
 @pytest.mark.rules(
     "ST-RESHARD-1", "ST-RESHARD-2", "ST-RESHARD-3", "ST-RESHARD-4", "ST-RESHARD-5",
     "ST-RESHARD-6", "ST-RESHARD-7", "ST-RESHARD-8", "ST-RESHARD-9", "ST-RESHARD-10",
-    "ST-RESHARD-11", "ST-LIFE-1", "ST-LIFE-7", "ERR-3", "ERR-6", "ERR-9", "ERR-10", "ERR-11",
+    "ST-RESHARD-11", "ST-RESHARD-12", "ST-LIFE-1", "ST-LIFE-7", "ERR-3", "ERR-6", "ERR-9",
+    "ERR-10", "ERR-11",
 )  # fmt: skip
 @pytest.mark.edges("sharded tensor", "permutation", "group")
 @given(data=st.data())
@@ -166,6 +167,18 @@ def test_reshard_equals_sharding_the_gathered_tensor(impl, available_world_sizes
             exact = "ST-RESHARD-11" if judge.rounded_through_float32(tensor, want) else rule
             judge.assert_tensor_exact(f"rank {rank}: local shard", tensor, want, context,
                                       rule=exact)  # fmt: skip
+        judge.assert_equal(
+            f"rank {rank}: local shards (contiguous, device)",
+            [[t.is_contiguous(), d] for (t, _), d in zip(value["local"], value["local_devices"],
+                                                         strict=True)],
+            [[True, _device_of(box["placement"])] for _, box in value["local"]],
+            context, rule="ST-RESHARD-12",
+        )  # fmt: skip
+
+
+def _device_of(placement: str) -> str:
+    """The device type a placement names: ``"rank:1/cuda:1"`` -> ``"cuda"``."""
+    return placement.split("/", 1)[1].split(":")[0]
 
 
 def _case_rule(verdict, spec, new_spec, ndim: int, sub_group: bool) -> str:

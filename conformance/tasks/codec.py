@@ -99,10 +99,13 @@ def properties(adapter: Adapter, props: dict[str, Any]) -> Any:
 
 def describe(adapter: Adapter, t: Any) -> dict[str, Any]:
     """A sharded tensor as data: its global metadata (``st_describe``: shards, size,
-    properties) and its local shards, each ``(tensor on cpu, ShardBox)``."""
+    properties), its local shards, each ``(tensor on cpu, ShardBox)``, and the device type each
+    local tensor lived on."""
+    local = adapter.st_local_shards(t)
     return {
         **adapter.st_describe(t),
-        "local": [(x.detach().cpu(), box) for x, box in adapter.st_local_shards(t)],
+        "local": [(x.detach().cpu(), box) for x, box in local],
+        "local_devices": [x.device.type for x, _ in local],
     }
 
 

@@ -52,6 +52,7 @@ def distribute_redistribute(
     return {
         "distributed": first,
         "redistributed": adapter.dt_to_local(moved),
+        "redistributed_device": adapter.dt_to_local(moved).device.type,
         "describe": adapter.dt_describe(moved),
         "full": adapter.dt_full_tensor(moved),
         "source_local_unchanged": bool(torch.equal(adapter.dt_to_local(dt), first)),
