@@ -136,3 +136,8 @@ def traced(ctx: RankContext) -> bool:
 
 def has_process_group(ctx: RankContext) -> bool:
     return dist.is_available() and dist.is_initialized()
+
+
+def process_groups(ctx: RankContext) -> int:
+    """How many process groups this rank has made so far (the world's own included)."""
+    return len(dist.distributed_c10d._world.pg_map)
