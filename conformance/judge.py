@@ -292,8 +292,9 @@ def pure_value(result: CaseResult, context: str, *, rule: str | None = None) -> 
 
 
 def each(inputs: Iterable[tuple[Any, Any]], check: Callable[[Any, Any], None]) -> None:
-    """Judge a batch (``pure_each``): ``check(input, results)`` for every input and its
-    results (a ``CaseResult``, or several where an input takes several calls).
+    """Judge the calls of one example (``pure_each``: every coordinate of a layout, say):
+    ``check(input, results)`` for every input and its results (a ``CaseResult``, or several
+    where an input takes several calls).
 
     Any failure but a known one ends the example at once, naming its one input. A known failure
     of one input does not stop the others being judged; the example ends at a known failure

@@ -10,7 +10,7 @@ import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -396,20 +396,17 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 
 @contextmanager
-def _with_settings(
-    item: pytest.Item, change: Callable[[settings], settings | None]
-) -> Iterator[None]:
-    """Run ``item`` under ``change(its settings)`` (``None``: as they are).
+def _with_settings(item: pytest.Item, change: Callable[[settings], settings]) -> Iterator[None]:
+    """Run ``item`` under ``change(its settings)``.
 
     Hypothesis reads a test's settings from an attribute its ``@given`` wrapper carries; where
     a Hypothesis release renames it, the property simply runs with its usual settings."""
     test = getattr(item, "obj", None)
     current = getattr(test, "_hypothesis_internal_use_settings", None)
-    changed = change(current) if isinstance(current, settings) else None
-    if changed is None:
+    if not isinstance(current, settings):
         yield
         return
-    test._hypothesis_internal_use_settings = changed
+    test._hypothesis_internal_use_settings = change(current)
     try:
         yield
     finally:
@@ -423,7 +420,7 @@ def _at_volume(item: pytest.Item) -> AbstractContextManager[None]:
     example stays one input, so a failure shrinks to a minimal one in seconds."""
     marker = item.get_closest_marker("volume")
     if marker is None:
-        return _with_settings(item, lambda current: None)
+        return nullcontext()
     (factor,) = marker.args
     return _with_settings(
         item, lambda current: settings(current, max_examples=current.max_examples * factor)
@@ -436,7 +433,7 @@ def _stop_at_the_first_failure(item: pytest.Item) -> AbstractContextManager[None
     Nor is its unshrunk example saved: a later run without the entry would replay it as the
     failure to show, unshrunk."""
     if item.stash.get(_EXPECTED_TO_FAIL, None) is None:
-        return _with_settings(item, lambda current: None)
+        return nullcontext()
     return _with_settings(
         item,
         lambda current: settings(

@@ -20,6 +20,7 @@ from conformance.oracle.placements import normalize, partial_op
 from conformance.oracle.tensors import make_global
 from conformance.oracle.vocabulary import VALID
 from conformance.vocabulary import Mesh, parse_placements
+from conformance.world.backends import backend_named
 
 OPS = ["sum", "avg", "min", "max", "product"]
 
@@ -425,7 +426,8 @@ def test_factories_build_the_layout_dtype_and_fill_of_any_placements(
         where = f"rank {rank}"
         judge.assert_equal(f"{where}: (shape, stride, dtype)",
                            [got["describe"][k] for k in ("shape", "stride", "dtype")],
-                           [size, list(dt_api.contiguous_stride(size)), str(dtype)[6:]],
+                           [size, list(dt_api.contiguous_stride(size)),
+                            str(dtype).removeprefix("torch.")],
                            context, rule="DT-API-16")  # fmt: skip
         local_shape = [0]
         if rank in coords:
@@ -441,7 +443,12 @@ def test_factories_build_the_layout_dtype_and_fill_of_any_placements(
                 got["local_contiguous"],
                 got["requires_grad"],
             ],
-            [dtype, "cpu" if result.backend == "gloo" else "cuda", True, args["requires_grad"]],
+            [
+                dtype,
+                backend_named(result.backend).device_for(rank).type,
+                True,
+                args["requires_grad"],
+            ],
             context,
             rule="DT-API-18",
         )

@@ -29,6 +29,8 @@ def check_every_coordinate(pure_each, shape, mesh_shape, placements, rule: str |
     sandbox); a difference blames ``rule``, or where it is ``None`` the rule the case exercises
     (``_layout_rule``)."""
     parsed = parse_placements(placements)
+    size = math.prod(mesh_shape)
+    edges.mesh(mesh_shape, list(range(size)), size)
     edges.note(*_classes(shape, mesh_shape, parsed))
     coordinates = list(itertools.product(*(range(n) for n in mesh_shape)))
     calls = [{"shape": shape, "mesh_shape": mesh_shape, "placements": placements,
@@ -46,10 +48,8 @@ def check_every_coordinate(pure_each, shape, mesh_shape, placements, rule: str |
 
 
 def _classes(shape, mesh_shape, parsed) -> list[str]:
-    """The edge classes of a DTensor layout: its mesh, and how its placements shard."""
-    found = [f"mesh: {len(mesh_shape)}-D"]
-    if len(mesh_shape) == 2 and 1 in mesh_shape and mesh_shape != [1, 1]:
-        found.append("mesh: 1 x k" if mesh_shape[0] == 1 else "mesh: k x 1")
+    """The edge classes of a DTensor layout's placements (its mesh's are ``edges.mesh``)."""
+    found = []
     shards = [p for p in parsed if isinstance(p, Shard)]
     if not shards:
         found.append("placements: none shards")

@@ -298,19 +298,18 @@ def _first(case: dict, rank: int) -> dict | None:
     return held[0] if held else None
 
 
-def _set_tensor(case: dict, rank: int, **changes) -> None:
-    if (mine := _first(case, rank)) is not None:
-        mine["tensor"] = {**mine["tensor"], **changes}
+def _set_tensor(shard: dict, **changes) -> None:
+    shard["tensor"] = {**shard["tensor"], **changes}
 
 
 def _dtype(case, rank, way, world_size):
     if (mine := _first(case, rank)) is not None:
-        _set_tensor(case, rank, dtype=_other_dtype(mine["tensor"]["dtype"], way))
+        _set_tensor(mine, dtype=_other_dtype(mine["tensor"]["dtype"], way))
 
 
 def _requires_grad(case, rank, way, world_size):
     if (mine := _first(case, rank)) is not None and mine["tensor"]["dtype"] != "int64":
-        _set_tensor(case, rank, requires_grad=True)
+        _set_tensor(mine, requires_grad=True)
 
 
 def _size(case, rank, way, world_size):
@@ -321,12 +320,12 @@ def _size(case, rank, way, world_size):
 def _shape(case, rank, way, world_size):
     if (mine := _first(case, rank)) is not None:
         rows, cols = mine["tensor"]["shape"]
-        _set_tensor(case, rank, shape=[rows, cols + 1 + way])
+        _set_tensor(mine, shape=[rows, cols + 1 + way])
 
 
 def _non_contiguous(case, rank, way, world_size):
     if (mine := _first(case, rank)) is not None and min(mine["tensor"]["shape"]) > 1:
-        _set_tensor(case, rank, transposed=True)
+        _set_tensor(mine, transposed=True)
 
 
 def _placement_rank(case, rank, way, world_size):

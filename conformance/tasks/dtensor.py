@@ -85,7 +85,6 @@ def factory(
         "requires_grad": made.requires_grad,
         "local": local.detach().clone(),
         "local_device": local.device.type,
-        "local_requires_grad": local.requires_grad,
         "local_contiguous": local.is_contiguous(),
     }
 

@@ -31,7 +31,8 @@ def each(ctx: RankContext, impl: str, name: str, calls: list[dict[str, Any]]) ->
     call's outcome is the one its own case would have (``case(name, impl, **args)``), so the
     driver judges, reports and replays every call alone: every coordinate of a layout costs one
     trip, not one each."""
-    return [execute(ctx, f"{__name__}:{name}", {"impl": impl, **args}) for args in calls]
+    cases = [case(name, impl, **args) for args in calls]
+    return [execute(ctx, c.task, c.args) for c in cases]
 
 
 # -- DTensor ----------------------------------------------------------------------------------
