@@ -69,6 +69,13 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "placements: mesh dims nested on one tensor dim",
         "tensor: fewer elements than shards",
     ),
+    "checkpoint": (
+        "checkpoint: a replicated box",
+        "checkpoint: an empty box",
+        "checkpoint: a partial layout",
+        "checkpoint: indices that are not an interval",
+        "checkpoint: strided shards, every index sequence an interval",
+    ),
     "mesh": (
         "mesh: 1-D",
         "mesh: 2-D",

@@ -37,7 +37,8 @@ CAPABILITIES = {
     "partial:sum": "Partial(sum) placements; likewise partial:avg, partial:max, ...",
     "strided_shard": "the strided shard placement _S(dim, split_factor)",
     "sub_groups": "process groups that are a strict subset of the world",
-    "interop": "to_sharded_metadata, a layout as ShardedTensor boxes (INTEROP-* rules)",
+    "interop": "to_sharded_metadata, a layout as ShardedTensor boxes, pure (INTEROP-1 to 7)",
+    "interop_checkpoint": "the boxes a checkpoint of a live DTensor writes (INTEROP-8, 9)",
     "dtensor_factories": "zeros, ones, empty, full, rand, randn of a DTensor (DT-API-16 to 18)",
     "cuda": "CUDA tensors on NCCL worlds",
     "rule_ids_in_messages": "error messages name the rule they enforce (ERR-5, a SHOULD)",
@@ -297,6 +298,12 @@ class DTensorAdapter(Protocol):
         device_type: str,
     ) -> list[ShardBox]:
         """*Pure.* ``to_sharded_metadata``: the layout's boxes (capability ``interop``)."""
+
+    def dt_checkpoint_plan(self, dt: Any) -> dict[str, Any]:
+        """The boxes a checkpoint of ``dt`` writes, as its save planner decides them: collective,
+        called on every rank of the world (the checkpoint's group), each rank returning the
+        whole plan: ``{"boxes": [ShardBox whose placement names the writer], "size": [...],
+        "dtype": "float32"}`` (capability ``interop_checkpoint``, INTEROP-8, 9)."""
 
     def dt_factory(
         self,

@@ -29,6 +29,7 @@ from torch.distributed._shard.sharding_spec import (
     ChunkShardingSpec,
     EnumerableShardingSpec,
 )
+from torch.distributed.checkpoint import DefaultSavePlanner
 from torch.distributed.checkpoint._sharded_tensor_utils import _flatten_sharded_tensors
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.remote_device import _remote_device
@@ -85,6 +86,7 @@ class PyTorchAdapter:
             "sub_groups",
             "cuda",
             "dtensor_factories",
+            "interop_checkpoint",
         }
     )
 
@@ -262,10 +264,48 @@ class PyTorchAdapter:
             return torch_dtensor.full(list(size), fill_value, **options)
         return getattr(torch_dtensor, op)(list(size), **options)
 
+    def dt_checkpoint_plan(self, dt: DTensor) -> dict[str, Any]:
+        # dcp.save's planning, through the public SavePlanner protocol: every rank plans its own
+        # writes, the coordinator turns all the plans into the global plan (dropping replicas'
+        # copies, then validating). dcp.save gathers the local plans to the coordinator and a
+        # rank's planning error with them, then raises every error on every rank, wrapped in a
+        # CheckpointException. Here every rank gets every plan and error and plans the global
+        # step itself, so each sees the whole plan, or the first failing rank's own error.
+        planner = DefaultSavePlanner()
+        planner.set_up_planner({"t": dt}, is_coordinator=dist.get_rank() == 0)
+        try:
+            planned: tuple[Any, Exception | None] = (planner.create_local_plan(), None)
+        except Exception as error:
+            planned = (None, error)
+        gathered: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(gathered, planned)
+        if failures := [error for _, error in gathered if error is not None]:
+            raise failures[0]
+        plans = [plan for plan, _ in gathered]
+        final, checkpoint = planner.create_global_plan(plans)
+        device = dt.device_mesh.device_type
+        stored = checkpoint.state_dict_metadata["t"]
+        return {
+            "boxes": [
+                shard_box(
+                    item.tensor_data.chunk.offsets,
+                    item.tensor_data.chunk.sizes,
+                    f"rank:{rank}/{device}",
+                )
+                for rank, plan in enumerate(final)
+                for item in plan.items
+            ],
+            "size": list(stored.size),
+            "dtype": str(stored.properties.dtype).removeprefix("torch."),
+        }
+
     def dt_to_sharded_metadata(
         self, global_shape, dtype, mesh_shape, mesh_ranks, placements, device_type
     ) -> list[ShardBox]:
-        raise NotImplementedError("PyTorch 2.13 has no to_sharded_metadata (spec/interop.md)")
+        raise NotImplementedError(
+            "PyTorch 2.13 has no pure to_sharded_metadata; its checkpoint planner is"
+            " dt_checkpoint_plan (spec/interop.md)"
+        )
 
 
 ADAPTER = PyTorchAdapter()

@@ -11,7 +11,7 @@ from conformance import vocabulary
 from conformance.vocabulary import ShardBox, properties_data, shard_box
 from reference import dtensor as dt
 from reference import sharded_tensor as st
-from reference.dtensor.interop import to_sharded_metadata
+from reference.dtensor.interop import checkpoint_plan, to_sharded_metadata
 from reference.verdict import group_of
 
 
@@ -55,6 +55,7 @@ class ReferenceAdapter:
             "cuda",
             "dtensor_factories",
             "interop",
+            "interop_checkpoint",
         }
     )
 
@@ -215,6 +216,14 @@ class ReferenceAdapter:
             global_shape, getattr(torch, dtype), mesh, _placements(placements), device_type
         )
         return [_from_metadata(m) for m in metadata.shards_metadata]
+
+    def dt_checkpoint_plan(self, dtensor: dt.DTensor) -> dict[str, Any]:
+        metadata = checkpoint_plan(dtensor)
+        return {
+            "boxes": [_from_metadata(m) for m in metadata.shards_metadata],
+            "size": list(metadata.size),
+            "dtype": str(metadata.tensor_properties.dtype).removeprefix("torch."),
+        }
 
 
 ADAPTER = ReferenceAdapter()

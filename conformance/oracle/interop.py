@@ -1,7 +1,8 @@
 """Interop (spec/interop.md): a DTensor's layout as ShardedTensor metadata.
 
 Models INTEROP-1 to INTEROP-7: one box per canonical coordinate (position 0 along every ``R``
-mesh dim), in row-major order, owned by the rank at that coordinate.
+mesh dim), in row-major order, owned by the rank at that coordinate; and for a checkpoint of a
+live DTensor (INTEROP-8), which ranks may write each box.
 """
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ def to_sharded_metadata_verdict(
     global_shape: Sequence[int], mesh_shape: Sequence[int], placements: Sequence[Placement]
 ) -> Verdict:
     """Whether a valid layout has boxes. Check order: INTEROP-5 (no ``P``), INTEROP-6 (every
-    index sequence of every coordinate an interval)."""
+    index sequence of every coordinate that holds an element an interval)."""
     # INTEROP-5
     if any(isinstance(p, Partial) for p in placements):
         return value_error("INTEROP-5")
     # INTEROP-6
     for c in coordinates(mesh_shape):
-        if not all(map(is_interval, index_sequences(global_shape, mesh_shape, placements, c))):
+        sequences = index_sequences(global_shape, mesh_shape, placements, c)
+        if all(sequences) and not all(map(is_interval, sequences)):
             return value_error("INTEROP-6")
     return VALID
 
@@ -53,3 +55,19 @@ def to_sharded_metadata(
         shape, offset = local_shape_and_offset(global_shape, mesh.shape, placements, c)
         shards.append(ShardMeta(offset, shape, f"rank:{rank_at(mesh, c)}/{device_type}"))
     return TensorMeta(tuple(shards), tuple(global_shape), Properties(dtype=dtype))
+
+
+Box = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+def holders(
+    global_shape: Sequence[int], mesh: Mesh, placements: Sequence[Placement]
+) -> dict[Box, set[int]]:
+    """Each non-empty box of the layout, as ``(offsets, sizes)``, with the ranks whose coordinate
+    holds exactly it: the ranks that may write it in a checkpoint (INTEROP-8)."""
+    held: dict[Box, set[int]] = {}
+    for c in coordinates(mesh.shape):
+        shape, offset = local_shape_and_offset(global_shape, mesh.shape, placements, c)
+        if all(shape):
+            held.setdefault((tuple(offset), tuple(shape)), set()).add(rank_at(mesh, c))
+    return held

@@ -89,6 +89,27 @@ def factory(
     }
 
 
+def checkpoint_plan(
+    ctx: RankContext,
+    impl: str,
+    shape: list[int],
+    dtype: str,
+    seed: int,
+    mesh_shape: list[int],
+    mesh_ranks: list[int],
+    placements: list[str],
+) -> dict[str, Any]:
+    """The checkpoint plan of a DTensor built with ``from_local`` (``source_local`` per
+    coordinate, ``run_check=False``, the global shape and stride given: the constructor that
+    takes any layout as it is) on every rank of the world; report the plan."""
+    adapter = adapters.load(impl)
+    device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
+    local = codec.local_input(ctx.rank, shape, dtype, seed, mesh_shape, mesh_ranks, placements)
+    dt = adapter.dt_from_local(local.to(ctx.device), device_mesh, placements, False, shape,
+                               contiguous_stride(shape))  # fmt: skip
+    return adapter.dt_checkpoint_plan(dt)
+
+
 def mesh_facts(
     ctx: RankContext,
     impl: str,

@@ -7,6 +7,7 @@ Rules and where they live:
 
 - INTEROP-1, INTEROP-2, INTEROP-3, INTEROP-4, INTEROP-5, INTEROP-6, INTEROP-7:
   ``to_sharded_metadata``
+- INTEROP-8, INTEROP-9: ``checkpoint_plan``
 - DT-LAYOUT-4: see ``reference.dtensor.layout``
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 
 import torch
 
+from reference.dtensor.dtensor import DTensor
 from reference.dtensor.layout import index_sequences, is_interval, local_shape_and_offset
 from reference.dtensor.placements import Partial, Placement, Replicate, normalize
 from reference.sharded_tensor.metadata import (
@@ -45,8 +47,8 @@ def to_sharded_metadata(
         if any(c and isinstance(p, Replicate) for c, p in zip(coordinate, placements, strict=True)):
             continue
         sequences = index_sequences(global_shape, mesh_shape, placements, coordinate)
-        # INTEROP-6
-        if not all(is_interval(s) for s in sequences):
+        # INTEROP-6: a box of no element (some sequence empty) describes nothing wrongly.
+        if all(sequences) and not all(is_interval(s) for s in sequences):
             raise ValueError(
                 f"[INTEROP-6] coordinate {coordinate} holds indices that are not an interval"
             )
@@ -55,3 +57,16 @@ def to_sharded_metadata(
         rank = int(mesh_tensor[coordinate])
         boxes.append(ShardMetadata(list(offsets), list(sizes), f"rank:{rank}/{device_type}"))
     return ShardedTensorMetadata(boxes, torch.Size(global_shape), TensorProperties(dtype=dtype))
+
+
+def checkpoint_plan(dtensor: DTensor) -> ShardedTensorMetadata:
+    """The boxes a checkpoint of ``dtensor`` writes, each with its writer: those of its layout.
+
+    Each box is written once, by the canonical coordinate that holds it (INTEROP-8), under the
+    DTensor's global shape and dtype (INTEROP-9). Every rank computes the whole plan from what it
+    already holds, so nothing is sent: a save planner gathers every rank's boxes to drop the
+    copies of replicas, which a pure conversion never makes (INTEROP-7)."""
+    mesh = dtensor.device_mesh
+    return to_sharded_metadata(
+        dtensor.shape, dtensor.dtype, mesh.mesh, dtensor.placements, mesh.device_type
+    )

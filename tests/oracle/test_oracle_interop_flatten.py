@@ -57,6 +57,8 @@ def test_layouts_without_boxes():
     assert to_sharded_metadata_verdict((4,), (3,), P(["P(sum)"])) == value_error("INTEROP-5")
     assert to_sharded_metadata_verdict((4,), (2,), P(["_S(0, 2)"])) == value_error("INTEROP-6")
     assert to_sharded_metadata_verdict((8,), (2, 2), P(["_S(0, 2)", "S(0)"])) == VALID
+    # Columns [0, 2] are no interval, but coordinate 0 holds no element.
+    assert to_sharded_metadata_verdict((0, 3), (2,), P(["_S(1, 2)"])) == VALID
     meta = to_sharded_metadata((8,), "float32", Mesh((2, 2), (0, 1, 2, 3)), P(["_S(0, 2)", "S(0)"]))
     assert [(s.offsets[0], s.sizes[0]) for s in meta.shards] == [(0, 2), (4, 2), (2, 2), (6, 2)]
 

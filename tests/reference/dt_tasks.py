@@ -14,7 +14,7 @@ import torch
 
 from conformance.benchmarks.dtensor import counting_receives
 from conformance.world import RankContext
-from reference.dtensor import DeviceMesh, DTensor, distribute_tensor, factories
+from reference.dtensor import DeviceMesh, DTensor, distribute_tensor, factories, interop
 from reference.dtensor import placements as pl
 
 # -- the oracle (spec/dt-layout.md, Semantics, written from scratch) ---------------------------
@@ -250,3 +250,15 @@ def factory(ctx: RankContext, op: str, size, placements: str, dtype: str) -> dic
                                   dtype=getattr(torch, dtype))  # fmt: skip
     inside = mesh.get_coordinate() is not None
     return {"local": made.to_local(), "full": made.full_tensor() if inside else None}
+
+
+def checkpoint_plan(ctx: RankContext, shape, mesh_shape, ranks, placements: str) -> dict[str, Any]:
+    """The checkpoint plan of a DTensor of ``global_tensor(shape)``, and the bytes this rank
+    received while planning it."""
+    mesh = mesh_of(ctx, mesh_shape, ranks)
+    dtensor = source(ctx, mesh, shape, placements, "float32")
+    with counting_receives() as received:
+        plan = interop.checkpoint_plan(dtensor)
+    boxes = [(m.shard_offsets, m.shard_sizes, str(m.placement)) for m in plan.shards_metadata]
+    kept = [list(plan.size), plan.tensor_properties.dtype]
+    return {"boxes": boxes, "size_and_dtype": kept, "received": received[0]}

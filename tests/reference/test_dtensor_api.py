@@ -282,3 +282,19 @@ def test_a_filled_factory_is_worth_its_fill_whatever_the_placements(
     assert [f["local"].tolist() for f in facts] == locals_
     assert {f["local"].dtype for f in facts} == {getattr(torch, dtype)}
     assert [f["full"].tolist() for f in facts[:2]] == [[float(op == "ones")] * 2] * 2
+
+
+@pytest.mark.rules("INTEROP-5", "INTEROP-8", "INTEROP-9")
+def test_a_checkpoint_plan_writes_canonical_boxes_and_receives_nothing(world_pool):
+    """World 4, mesh [[3, 2], [1, 0]], [R, S(0)] of (4,): every rank plans the same two boxes,
+    from the canonical coordinates (ranks 3 and 2), without a byte received; a ``P`` layout is
+    refused on every rank."""
+    world = world_pool.get(4)
+    args = {"shape": [4], "mesh_shape": [2, 2], "ranks": [3, 2, 1, 0]}
+    plans = world.run(Case("dt_tasks:checkpoint_plan", {**args, "placements": "R, S(0)"}))
+    for plan in plans.values():
+        assert plan["boxes"] == [([0], [2], "rank:3/cpu"), ([2], [2], "rank:2/cpu")]
+        assert plan["size_and_dtype"] == [[4], torch.float32]
+        assert plan["received"] == 0
+    refused = world.run(Case("dt_tasks:checkpoint_plan", {**args, "placements": "P(sum), R"}))
+    assert_raised_everywhere(refused, "ValueError", "INTEROP-5")

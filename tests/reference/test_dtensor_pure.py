@@ -290,10 +290,12 @@ def test_interop_boxes_are_valid_metadata_and_reject_partial_and_strided_gaps():
             with pytest.raises(ValueError, match="INTEROP-5"):
                 to_sharded_metadata(global_shape, torch.float32, mesh, parse(placements), "cpu")
             continue
-        if "_S" in placements and not all(
-            is_interval(s)
+        sequences = [
+            index_sequences(global_shape, mesh_shape, parse(placements), c)
             for c in itertools.product(*map(range, mesh_shape))
-            for s in index_sequences(global_shape, mesh_shape, parse(placements), c)
+        ]
+        if "_S" in placements and not all(
+            is_interval(s) for held in sequences if all(held) for s in held
         ):
             with pytest.raises(ValueError, match="INTEROP-6"):
                 to_sharded_metadata(global_shape, torch.float32, mesh, parse(placements), "cpu")
@@ -316,3 +318,11 @@ def test_interop_boxes_are_valid_metadata_and_reject_partial_and_strided_gaps():
             assert got == chunks
     with pytest.raises(ValueError, match="INTEROP-6"):
         to_sharded_metadata((4,), torch.float32, torch.tensor([0, 1]), parse("_S(0, 2)"), "cpu")
+    # A coordinate of no element may hold columns that are no interval: its box is empty.
+    empty = to_sharded_metadata(
+        (0, 3), torch.float32, torch.tensor([0, 1]), parse("_S(1, 2)"), "cpu"
+    )
+    assert [(m.shard_offsets, m.shard_sizes) for m in empty.shards_metadata] == [
+        ([0, 0], [0, 2]),
+        ([0, 1], [0, 1]),
+    ]

@@ -351,6 +351,21 @@ class InteropPlacesByCoordinate(ReferenceAdapter):
         )
 
 
+class CheckpointKeepsReplicas(ReferenceAdapter):
+    """A checkpoint plan in which every coordinate writes its box: replicas' copies are not
+    dropped, so a replicated element is saved more than once (INTEROP-8)."""
+
+    def dt_checkpoint_plan(self, dtensor):
+        mesh = dtensor.device_mesh
+        boxes = []
+        for c in mesh.coordinates():
+            sizes, offsets = dt.local_shape_and_offset(dtensor.shape, mesh.shape,
+                                                       dtensor.placements, c)  # fmt: skip
+            placement = f"rank:{mesh.rank_at(c)}/{mesh.device_type}"
+            boxes.append({"offsets": list(offsets), "sizes": list(sizes), "placement": placement})
+        return {**super().dt_checkpoint_plan(dtensor), "boxes": boxes}
+
+
 CHUNK_OFFSET = ChunkOffsetPastTheEnd()
 GATHER_WRITES_OUT = GatherWritesOutBeforeChecking()
 RESHARD_SPOILS_SOURCE = ReshardSpoilsItsSourceOnError()
@@ -373,6 +388,7 @@ FLOOR_CHUNKS = FloorChunks()
 DISTRIBUTE_FROM_FIRST = DistributeFromTheFirstMember()
 AVG_WITHOUT_DIVIDING = AverageWithoutDividing()
 INTEROP_BY_COORDINATE = InteropPlacesByCoordinate()
+CHECKPOINT_KEEPS_REPLICAS = CheckpointKeepsReplicas()
 
 
 class LayoutCrashesTheProcess(ReferenceAdapter):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,14 @@ def test_a_side_door_is_found():
         "    return adapter.ShardMetadata([0], [1], 'rank:0/cpu'), adapter.st_describe(api)\n"
     )
     assert undeclared_calls(planted) == ["adapter.ShardMetadata", "adapters.load(impl).st_api"]
+
+
+def test_the_adapter_guide_lists_every_capability():
+    guide = (Path(contract.__file__).parent / "README.md").read_text()
+    listed = set(
+        re.findall(r"`([a-z_:]+)`", guide.split("## 3. Capabilities")[1].split("## 4.")[0])
+    )
+    assert sorted(set(contract.CAPABILITIES) - listed) == []
 
 
 @pytest.mark.parametrize("name", sorted(adapters.REGISTRY))

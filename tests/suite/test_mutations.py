@@ -242,6 +242,13 @@ MUTANTS = [
         "INTEROP-1",
         ["[INTEROP-1; to_sharded_metadata([], mesh=[2] [1, 0], ['R'])]"],
     ),
+    Mutant(
+        "checkpoint-keeps-replicas",
+        "test_interop.py::test_a_checkpoint_writes_each_box_once_from_a_rank_that_holds_it",
+        "mutants:CHECKPOINT_KEEPS_REPLICAS",
+        "INTEROP-8",
+        ['"placements": ["R"]', "the non-empty boxes written"],
+    ),
 ]
 
 
