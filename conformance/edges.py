@@ -16,6 +16,10 @@ from collections.abc import Sequence
 
 from hypothesis import event
 
+from conformance.oracle.layout import local_shape_and_offset
+from conformance.oracle.mesh import coordinates
+from conformance.vocabulary import Partial, Placement, Replicate, Shard, StridedShard
+
 FAMILIES: dict[str, tuple[str, ...]] = {
     "tensor": (
         "tensor: 0-d",
@@ -68,6 +72,23 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "placements: a negative dim",
         "placements: mesh dims nested on one tensor dim",
         "tensor: fewer elements than shards",
+    ),
+    "transition": (
+        "transition: R -> S",
+        "transition: S -> R",
+        "transition: S -> S on another tensor dim",
+        "transition: a mesh dim unchanged",
+    ),
+    "strided transition": (
+        "transition: _S on the source",
+        "transition: _S on the target",
+        "transition: R or S -> P",
+        "transition: P -> R or S",
+        "transition: P -> P of another op",
+    ),
+    "chunks": (
+        "chunks: uneven",
+        "chunks: an empty chunk of a non-empty tensor",
     ),
     "checkpoint": (
         "checkpoint: a replicated box",
@@ -177,6 +198,49 @@ def local_shards(shards_by_rank: Sequence[Sequence[dict]]) -> None:
             if which:
                 labels.add(f"local shards: a rank's boxes apart along {which}")
     note(*sorted(labels))
+
+
+def transition(source: Sequence[Placement], target: Sequence[Placement]) -> None:
+    """The classes of a redistribution, mesh dim by mesh dim (placements normalised): what each
+    dim's placement becomes, and where strided shards and ``P`` stand."""
+    labels = set()
+    for s, t in zip(source, target, strict=True):
+        kinds = (_kind(s), _kind(t))
+        if s == t:
+            labels.add("transition: a mesh dim unchanged")
+        elif kinds in {("R", "S"), ("S", "R"), ("S", "S")}:
+            labels.add({("R", "S"): "transition: R -> S", ("S", "R"): "transition: S -> R",
+                        ("S", "S"): "transition: S -> S on another tensor dim"}[kinds])  # fmt: skip
+        elif kinds[1] == "P":
+            labels.add("transition: P -> P of another op" if kinds[0] == "P"
+                       else "transition: R or S -> P")  # fmt: skip
+        elif kinds[0] == "P":
+            labels.add("transition: P -> R or S")
+        if kinds[0] == "_S":
+            labels.add("transition: _S on the source")
+        if kinds[1] == "_S":
+            labels.add("transition: _S on the target")
+    note(*sorted(labels))
+
+
+def _kind(p: Placement) -> str:
+    return {Shard: "S", StridedShard: "_S", Replicate: "R", Partial: "P"}[type(p)]
+
+
+def chunks(
+    shape: Sequence[int], mesh_shape: Sequence[int], placements: Sequence[Placement]
+) -> None:
+    """The classes of the chunks a layout cuts: coordinates of different local shapes, and one
+    that holds nothing of a tensor that has elements."""
+    held = [
+        local_shape_and_offset(shape, mesh_shape, placements, c)[0] for c in coordinates(mesh_shape)
+    ]
+    labels = []
+    if len(set(held)) > 1:
+        labels.append("chunks: uneven")
+    if math.prod(shape) and not all(map(math.prod, held)):
+        labels.append("chunks: an empty chunk of a non-empty tensor")
+    note(*labels)
 
 
 def never_drawn(families: Sequence[str], drawn: Counter[str], max_ranks: int) -> list[str]:

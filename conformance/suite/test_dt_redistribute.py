@@ -72,7 +72,7 @@ def _transition_rule(source, target, ndim: int) -> str:
     "DT-REDIST-12", "DT-REDIST-13", "DT-REDIST-14", "DT-REDIST-15", "DT-PLACE-10", "ERR-9",
     "ERR-10",
 )  # fmt: skip
-@pytest.mark.edges("tensor", "mesh")
+@pytest.mark.edges("tensor", "mesh", "permutation", "transition", "chunks")
 @given(data=st.data())
 def test_every_shard_and_replicate_transition_keeps_the_value_exactly(
     impl, available_world_sizes, run_case, data
@@ -83,8 +83,9 @@ def test_every_shard_and_replicate_transition_keeps_the_value_exactly(
     edges.mesh(args["mesh_shape"], args["mesh_ranks"], world_size)
     if len(args["mesh_ranks"]) < world_size:
         judge.assume_claimed(impl, "sub_groups")
-    result = run_case("dtensor:distribute_redistribute", world_size, **args)
     source, target = parse_placements(args["source"]), parse_placements(args["target"])
+    _note_transition(args, source, target)
+    result = run_case("dtensor:distribute_redistribute", world_size, **args)
     # The case first distributes from the mesh's first rank, which need not be rank 0: a refusal
     # (the outcomes do not say of which call) is blamed on that source rank.
     values = judge.all_returned(result, rule="DT-API-2")
@@ -123,6 +124,16 @@ def test_every_shard_and_replicate_transition_keeps_the_value_exactly(
                            True, context, rule="DT-REDIST-12")  # fmt: skip
 
 
+def _note_transition(args, source, target) -> None:
+    """The edge classes of a redistribution: the mesh's rank order, each mesh dim's change, and
+    the chunks on either side."""
+    ndim = len(args["shape"])
+    edges.permutation(sorted(args["mesh_ranks"]), args["mesh_ranks"])
+    edges.transition(normalize(source, ndim), normalize(target, ndim))
+    for placements in (source, target):
+        edges.chunks(args["shape"], args["mesh_shape"], placements)
+
+
 OPS = ["sum", "avg", "min", "max", "product"]
 
 
@@ -137,6 +148,8 @@ def partial_transitions(draw, world_sizes: list[int]):
 
     def with_op(op: str) -> list[str]:
         drawn = draw(ss.placements(len(mesh_shape), len(shape), partial=True, strided=True))
+        if draw(st.booleans()):  # P on some mesh dim half the time, so that P meets every kind
+            drawn[draw(st.integers(0, len(drawn) - 1))] = "P(sum)"
         return [f"P({op})" if p == "P(sum)" else p for p in drawn]
 
     source = with_op(draw(st.sampled_from(OPS)))
@@ -172,6 +185,7 @@ def _partial_parts(args) -> tuple[str | None, list[torch.Tensor]]:
     "DT-REDIST-7", "DT-REDIST-8", "DT-REDIST-9", "DT-REDIST-10", "DT-REDIST-11", "DT-REDIST-12",
     "DT-REDIST-13", "DT-REDIST-14", "DT-PLACE-1", "DT-PLACE-11",
 )  # fmt: skip
+@pytest.mark.edges("permutation", "strided transition", "chunks")
 @given(data=st.data())
 def test_partial_sources_reduce_and_partial_targets_partition(
     impl, run_case, available_world_sizes, data
@@ -191,6 +205,8 @@ def test_partial_sources_reduce_and_partial_targets_partition(
     mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
     source = parse_placements(args["source"])
     target = None if args["target"] is None else parse_placements(args["target"])
+    if target is not None and len(target) == len(source):
+        _note_transition(args, source, target)
     verdict = dt_redistribute.redistribute_verdict(
         source, target, mesh.ndim, len(args["shape"]), args["dtype"],
         same_mesh=not args["other_mesh"],
