@@ -14,6 +14,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
+import torch
 from hypothesis import event
 
 from conformance.oracle.layout import local_shape_and_offset
@@ -90,6 +91,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "chunks: uneven",
         "chunks: an empty chunk of a non-empty tensor",
     ),
+    "memory": ("memory: a transposed view", "memory: a strided slice"),
+    "transposed": ("memory: a transposed view",),
     "checkpoint": (
         "checkpoint: a replicated box",
         "checkpoint: an empty box",
@@ -241,6 +244,24 @@ def chunks(
     if math.prod(shape) and not all(map(math.prod, held)):
         labels.append("chunks: an empty chunk of a non-empty tensor")
     note(*labels)
+
+
+def memory(tensor: torch.Tensor, memory: str) -> None:
+    """The class of an input laid out in ``memory`` (``oracle.tensors.laid_out``), where it is
+    not contiguous in effect."""
+    if not tensor.is_contiguous():
+        note(
+            {"transposed": "memory: a transposed view", "strided": "memory: a strided slice"}[
+                memory
+            ]
+        )
+
+
+def transposed(shapes: Sequence[Sequence[int]]) -> None:
+    """The class of the inputs of ``shapes`` given as transposed views (``codec.filled``,
+    ``codec.seeded``), where one of them is not contiguous in effect."""
+    if any(len(s) >= 2 and min(s) > 1 for s in shapes):
+        note("memory: a transposed view")
 
 
 def never_drawn(families: Sequence[str], drawn: Counter[str], max_ranks: int) -> list[str]:

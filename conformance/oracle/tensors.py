@@ -66,3 +66,22 @@ def make_global(
     base = (seed & 0xFFFFFFFF) << 32
     values = [_value(dtype, i, splitmix64(base + i)) for i in range(math.prod(shape))]
     return torch.tensor(values, dtype=torch_dtype(dtype)).reshape(shape)
+
+
+# How an input tensor lies in memory: its values are the same whatever the layout.
+MEMORY = ("contiguous", "transposed", "strided")
+
+
+def laid_out(tensor: torch.Tensor, memory: str) -> torch.Tensor:
+    """``tensor``'s values in the memory layout ``memory``: ``contiguous`` as it is; ``transposed``
+    a view whose dims are stored in reverse order (column-major for 2-D); ``strided`` a view of
+    every other element of a buffer twice as long in the last dim. A tensor of fewer than two
+    elements along every dim that could show it stays contiguous in effect, as torch says."""
+    if memory == "contiguous" or tensor.dim() == 0:
+        return tensor
+    if memory == "transposed":
+        backwards = list(range(tensor.dim()))[::-1]
+        return tensor.permute(backwards).contiguous().permute(backwards)
+    buffer_shape = [*tensor.shape[:-1], 2 * tensor.shape[-1]]
+    view = torch.zeros(buffer_shape, dtype=tensor.dtype, device=tensor.device)[..., ::2]
+    return view.copy_(tensor)

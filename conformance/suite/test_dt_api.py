@@ -11,13 +11,13 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import judge
+from conformance import edges, judge
 from conformance import strategies as ss
 from conformance.oracle import dt_api, tolerance
 from conformance.oracle.layout import local_shape_and_offset, source_local
 from conformance.oracle.mesh import by_rank
 from conformance.oracle.placements import normalize, partial_op
-from conformance.oracle.tensors import make_global
+from conformance.oracle.tensors import MEMORY, laid_out, make_global
 from conformance.oracle.vocabulary import VALID
 from conformance.vocabulary import Mesh, parse_placements
 from conformance.world.backends import backend_named
@@ -47,6 +47,7 @@ def distributions(draw, world_sizes: list[int]):
         "mesh_ranks": ranks,
         "placements": placements,
         "src_data_rank": src,
+        "memory": draw(st.sampled_from(MEMORY)),
     }
 
 
@@ -77,6 +78,7 @@ def _requires_layout(impl, world_size: int, ranks: list[int], placements: list[s
 @pytest.mark.rules("DT-API-1", "DT-API-2", "DT-API-3", "DT-API-4", "DT-API-5", "DT-API-12",
                    "DT-API-13", "DT-API-14", "DT-MESH-8", "DT-MESH-9", "DT-PLACE-11",
                    "DT-REDIST-7", "DT-REDIST-8")  # fmt: skip
+@pytest.mark.edges("memory")
 @given(data=st.data())
 def test_distribute_slices_the_source_ranks_tensor_or_each_ranks_own(
     impl, available_world_sizes, run_case, data
@@ -87,6 +89,8 @@ def test_distribute_slices_the_source_ranks_tensor_or_each_ranks_own(
     judge.requires(impl, "dtensor")
     world_size, args = data.draw(distributions(available_world_sizes))
     _requires_layout(impl, world_size, args["mesh_ranks"], args["placements"])
+    given_ = laid_out(make_global(args["shape"], args["dtype"], args["seed"]), args["memory"])
+    edges.memory(given_, args["memory"])
     result = run_case("dtensor:distribute", world_size, **args)
     mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
     placements = parse_placements(args["placements"])
@@ -118,8 +122,9 @@ def test_distribute_slices_the_source_ranks_tensor_or_each_ranks_own(
                                   rule=_blame(mesh, rank, "DT-API-13", sliced))  # fmt: skip
         judge.assert_equal(f"{where}: input unchanged", got["input_unchanged"], True, context,
                            rule="DT-API-5")  # fmt: skip
-        judge.assert_equal(f"{where}: shape", got["describe"]["shape"], args["shape"], context,
-                           rule="DT-API-1")  # fmt: skip
+        judge.assert_equal(f"{where}: (shape, stride) of the input", [got["describe"]["shape"],
+                           got["describe"]["stride"]], [args["shape"], list(given_.stride())],
+                           context, rule="DT-API-1")  # fmt: skip
         # A rank outside the mesh holds an empty tensor: nothing there rounds.
         bound = torch.zeros(full[rank].shape, dtype=torch.float64)
         if op == "sum" and rank in mesh.ranks:
@@ -163,6 +168,7 @@ def from_locals(draw, world_sizes: list[int]):
         "give_shape": given_ != "neither",
         "give_stride": given_ == "both",
         "fault": fault,
+        "memory": draw(st.sampled_from(MEMORY)),
     }
 
 
@@ -183,6 +189,7 @@ def _local_shapes_and_dtypes(args, coords):
 
 @pytest.mark.rules("DT-API-1", "DT-API-6", "DT-API-7", "DT-API-8", "DT-API-9", "DT-API-10",
                    "DT-API-11", "DT-API-13", "DT-MESH-8", "DT-PLACE-2", "ERR-9")  # fmt: skip
+@pytest.mark.edges("memory")
 @given(data=st.data())
 def test_from_local_wraps_a_valid_layout_and_run_check_rejects_the_rest(
     impl, run_case, available_world_sizes, data
@@ -193,6 +200,11 @@ def test_from_local_wraps_a_valid_layout_and_run_check_rejects_the_rest(
     mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
     placements = parse_placements(args["placements"])
     coords = by_rank(mesh)
+    laid = [laid_out(source_local(args["shape"], args["dtype"], args["seed"], args["mesh_shape"],
+                                  args["placements"], c), args["memory"])
+            for c in coords.values()]  # fmt: skip
+    if scattered := [t for t in laid if not t.is_contiguous()]:
+        edges.memory(scattered[0], args["memory"])
     shapes, dtypes = _local_shapes_and_dtypes(args, coords)
     stride = dt_api.contiguous_stride(args["shape"]) if args["give_stride"] else None
     shape = args["shape"] if args["give_shape"] else None
@@ -242,9 +254,10 @@ def test_from_local_wraps_a_valid_layout_and_run_check_rejects_the_rest(
             continue  # outside the mesh, the inferred shape is that of the rank's own input
         judge.assert_equal(f"{where}: shape", describe["shape"], list(global_shape), context,
                            rule="DT-API-6" if shape is None else "DT-API-1")  # fmt: skip
-        judge.assert_equal(f"{where}: stride", describe["stride"],
-                           list(dt_api.contiguous_stride(global_shape)), context,
-                           rule="DT-API-1")  # fmt: skip
+        if stride is not None or args["memory"] == "contiguous":  # else unspecified (DT-API-1)
+            judge.assert_equal(f"{where}: stride", describe["stride"],
+                               list(dt_api.contiguous_stride(global_shape)), context,
+                               rule="DT-API-1")  # fmt: skip
         judge.assert_equal(f"{where}: placements", describe["placements"], normalized, context,
                            rule="DT-PLACE-2")  # fmt: skip
 

@@ -142,12 +142,15 @@ def _out_info(desc):
     "ST-GATHER-8", "ST-GATHER-9", "ST-GATHER-10", "ST-GATHER-11", "ST-LIFE-7", "ERR-1", "ERR-2",
     "ERR-6", "ERR-7", "ERR-8", "ERR-11",
 )  # fmt: skip
+@pytest.mark.edges("transposed")
 @given(data=st.data())
 def test_gather_arguments_are_validated_on_every_rank_before_data_moves(
     impl, available_world_sizes, run_case, data
 ):
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(gather_arg_cases(available_world_sizes))
+    edges.transposed([d["shape"] for d in args["out_by_rank"]
+                      if isinstance(d, dict) and d.get("transposed")])  # fmt: skip
     result = run_case("sharded_tensor:gather_checked", world_size, **args)
     judge.assert_built(result, rule="ST-LIFE-7")
     group = list(range(world_size))

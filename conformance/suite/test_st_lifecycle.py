@@ -7,7 +7,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import judge
+from conformance import edges, judge
 from conformance import strategies as ss
 from conformance.oracle.st_metadata import Properties, TensorMeta
 from conformance.oracle.st_ops import create_verdict, local_shards, shard_tensor, shard_verdict
@@ -199,12 +199,14 @@ def shard_cases(draw, world_sizes: list[int]):
     "ST-LIFE-7", "ST-LIFE-8", "ST-LIFE-9", "ST-LIFE-10", "ST-LIFE-11", "ST-SPEC-13", "ERR-1",
     "ERR-6", "ERR-8", "ERR-9", "ERR-10", "ERR-11",
 )  # fmt: skip
+@pytest.mark.edges("transposed")
 @given(data=st.data())
 def test_shard_scatters_the_source_ranks_tensor_or_every_rank_raises(
     impl, available_world_sizes, run_case, data
 ):
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(shard_cases(available_world_sizes))
+    edges.transposed([t["shape"] for t in args["tensor_by_rank"] if t.get("transposed")])
     result = run_case("sharded_tensor:shard_checked", world_size, **args)
     group = list(range(world_size))
     tensors = args["tensor_by_rank"]

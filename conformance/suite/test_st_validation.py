@@ -430,7 +430,7 @@ def _tensor_info(desc):
     "ST-VALID-12", "ST-VALID-13", "ST-VALID-14", "ST-LIFE-12", "ST-LIFE-13", "ST-LIFE-14",
     "ERR-1", "ERR-3", "ERR-6", "ERR-11",
 )  # fmt: skip
-@pytest.mark.edges("local shards", "fault spread")
+@pytest.mark.edges("local shards", "fault spread", "transposed")
 @given(data=st.data())
 def test_construction_from_local_shards_checks_every_rank_and_keeps_the_data(
     impl, available_world_sizes, run_case, data
@@ -438,6 +438,8 @@ def test_construction_from_local_shards_checks_every_rank_and_keeps_the_data(
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(from_local_cases(available_world_sizes))
     edges.local_shards(args["shards_by_rank"])
+    edges.transposed([s["tensor"]["shape"] for held in args["shards_by_rank"] for s in held
+                      if s["tensor"].get("transposed")])  # fmt: skip
     result = run_case("sharded_tensor:from_local_checked", world_size, **args)
     group = list(range(world_size))
     inputs = _local_inputs(args, group)

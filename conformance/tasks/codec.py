@@ -19,11 +19,11 @@ from conformance.adapters.contract import Adapter
 from conformance.oracle.dt_api import contiguous_stride
 from conformance.oracle.layout import source_local
 from conformance.oracle.mesh import coordinate
-from conformance.oracle.tensors import make_global, torch_dtype
+from conformance.oracle.tensors import laid_out, make_global, torch_dtype
 from conformance.vocabulary import Mesh
 from conformance.world.protocol import BUILT_FACT, FACTS_ATTRIBUTE
 
-__all__ = ["contiguous_stride", "make_global", "torch_dtype"]
+__all__ = ["contiguous_stride", "laid_out", "make_global", "torch_dtype"]
 
 
 @contextmanager

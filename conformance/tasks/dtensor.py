@@ -9,7 +9,7 @@ import torch
 
 from conformance import adapters
 from conformance.tasks import codec
-from conformance.tasks.codec import contiguous_stride, make_global, torch_dtype
+from conformance.tasks.codec import contiguous_stride, laid_out, make_global, torch_dtype
 from conformance.world import RankContext
 
 
@@ -186,12 +186,14 @@ def distribute(
     mesh_ranks: list[int],
     placements: list[str],
     src_data_rank: int | None,
+    memory: str = "contiguous",
 ) -> dict[str, Any]:
-    """``distribute_tensor`` of a tensor that differs per rank (seed ``seed + rank``); report
-    the local tensor, metadata, ``full_tensor`` and whether the input survived."""
+    """``distribute_tensor`` of a tensor that differs per rank (seed ``seed + rank``), laid out
+    in ``memory`` (``codec.laid_out``); report the local tensor, metadata, ``full_tensor`` and
+    whether the input survived."""
     adapter = adapters.load(impl)
     device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
-    tensor = make_global(shape, dtype, seed + ctx.rank).to(ctx.device)
+    tensor = laid_out(make_global(shape, dtype, seed + ctx.rank).to(ctx.device), memory)
     before = tensor.clone()
     dt = adapter.dt_distribute(tensor, device_mesh, placements, src_data_rank)
     local = adapter.dt_to_local(dt).clone()
@@ -217,18 +219,21 @@ def from_local(
     give_stride: bool,
     fault: dict[str, Any] | None = None,
     full: bool = True,
+    memory: str = "contiguous",
 ) -> dict[str, Any]:
-    """``from_local`` of each coordinate's layout slice (``source_local``), with ``shape`` and
-    ``stride`` of the global tensor if asked. ``fault = {"rank", "kind"}`` changes that rank's
-    local: ``size`` (one more row), ``dtype`` (another dtype), ``drift`` (add 1 to it; every rank
-    if ``rank`` is ``None``). Reports the local tensor, metadata, ``full_tensor`` (if ``full``:
-    it is unspecified for locals that do not form the layout) and whether the input survived."""
+    """``from_local`` of each coordinate's layout slice (``source_local``) laid out in
+    ``memory``, with ``shape`` and ``stride`` of the global tensor if asked. ``fault = {"rank",
+    "kind"}`` changes that rank's local: ``size`` (one more row), ``dtype`` (another dtype),
+    ``drift`` (add 1 to it; every rank if ``rank`` is ``None``). Reports the local tensor,
+    metadata, ``full_tensor`` (if ``full``: it is unspecified for locals that do not form the
+    layout) and whether the input survived."""
     adapter = adapters.load(impl)
     device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
     local = codec.local_input(ctx.rank, shape, dtype, seed, mesh_shape, mesh_ranks, placements)
     local = local.to(ctx.device)
     if fault and fault["rank"] in (ctx.rank, None):
         local = _faulty(local, fault["kind"], ctx.rank)
+    local = laid_out(local, memory)
     before = local.clone()
     dt = adapter.dt_from_local(
         local,

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance.oracle.tensors import make_global
+from conformance.oracle.tensors import laid_out, make_global
 from conformance.oracle.vocabulary import ceil_div, chunk_bounds
 from conformance.vocabulary import (
     Mesh,
@@ -121,3 +121,22 @@ def test_make_global_golden():
     """The recipe is part of the fixture format: other languages rebuild these values."""
     assert make_global((3,), "float32", 0).tolist() == [3.0, 201.25, 111.0]
     assert make_global((), "int64", 1).item() == make_global((1,), "int64", 1).item()
+
+
+@pytest.mark.parametrize(
+    ("memory", "shape", "stride"),
+    [
+        ("contiguous", [2, 3], (3, 1)),
+        ("transposed", [2, 3], (1, 2)),
+        ("transposed", [2, 3, 4], (1, 2, 6)),
+        ("strided", [2, 3], (6, 2)),
+        ("strided", [5], (2,)),
+        ("transposed", [], ()),
+    ],
+)
+def test_an_input_laid_out_keeps_its_values_in_another_memory_layout(memory, shape, stride):
+    value = make_global(shape, "float64", 7)
+    view = laid_out(value, memory)
+    assert torch.equal(view, value)
+    assert view.stride() == stride
+    assert view.is_contiguous() == (memory == "contiguous" or not shape)
