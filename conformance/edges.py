@@ -19,6 +19,7 @@ from hypothesis import event
 
 from conformance.oracle.layout import local_shape_and_offset
 from conformance.oracle.mesh import coordinates
+from conformance.oracle.vocabulary import chunk_bounds
 from conformance.vocabulary import Partial, Placement, Replicate, Shard, StridedShard
 
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -262,6 +263,17 @@ def transposed(shapes: Sequence[Sequence[int]]) -> None:
     ``codec.seeded``), where one of them is not contiguous in effect."""
     if any(len(s) >= 2 and min(s) > 1 for s in shapes):
         note("memory: a transposed view")
+
+
+def chunked(shape: Sequence[int], dim: int, pieces: int) -> None:
+    """The classes of ``shape`` cut into ``pieces`` chunks along ``dim`` (a chunk spec)."""
+    lengths = [hi - lo for lo, hi in (chunk_bounds(shape[dim], pieces, c) for c in range(pieces))]
+    labels = []
+    if len(set(lengths)) > 1:
+        labels.append("chunks: uneven")
+    if math.prod(shape) and 0 in lengths:
+        labels.append("chunks: an empty chunk of a non-empty tensor")
+    note(*labels)
 
 
 def never_drawn(families: Sequence[str], drawn: Counter[str], max_ranks: int) -> list[str]:

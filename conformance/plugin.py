@@ -20,6 +20,7 @@ from hypothesis.errors import Flaky, Unsatisfiable
 
 from conformance import (
     adapters,
+    cost_report,
     edge_report,
     judge,
     known_failures,
@@ -153,12 +154,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_RUN_INFO] = {"impl_release": release, "known_failures": in_use}
     config.stash[_BORROWED] = choice.borrowed
     config.pluginmanager.register(edge_report, "shardspec-edges")
+    config.pluginmanager.register(cost_report, "shardspec-costs")
     if not hasattr(config, "workerinput"):  # the xdist controller, or a run without xdist
         config.pluginmanager.register(_RuleResults(config), "shardspec-rule-results")
         edge_results = edge_report.EdgeResults(
             config.getoption("--require-edges"), max(world_sizes(config))
         )
         config.pluginmanager.register(edge_results, "shardspec-edge-results")
+        config.pluginmanager.register(cost_report.CostResults(), "shardspec-cost-results")
 
 
 def _relative(path: Path) -> str:

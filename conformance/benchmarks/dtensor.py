@@ -1,14 +1,18 @@
-"""Figures, not pass/fail: reference redistribute beside PyTorch's DTensor on one 4-rank Gloo
-world, 64 MiB float32, and the bytes each transition moves against its lower bound.
+"""Figures, not pass/fail: reference redistribute beside PyTorch's DTensor and beside the one
+raw collective that moves the same bytes (the floor: no implementation of the transition can do
+better on this world), on one 4-rank Gloo world, 64 MiB float32; and the bytes each transition
+moves against its lower bound.
 
 Bytes are counted from outside the reference, at the ``torch.distributed`` calls it makes
 (``counting_receives``): what this rank receives, the padding that evens out Gloo's sizes
-included.
+included. An all-reduce counts what a bandwidth-optimal one receives, ``2 (k - 1) / k`` of the
+tensor (a reduce-scatter, then an all-gather: the ring algorithm of Gloo and NCCL).
 
     python -m conformance.benchmarks.dtensor [--repeats 5]
 
 Lower bounds (bytes a rank must receive): S->R and S(0)->S(1) the part of its target block it
-does not hold yet; P->R and P->S the other ranks' partials of its target block.
+does not hold yet; P->S the other ranks' partials of its target block, ``(k - 1) / k`` of the
+tensor; P->R that, then the other ranks' reduced blocks, ``2 (k - 1) / k`` of the tensor.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import argparse
 import contextlib
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -64,7 +68,8 @@ def counting_receives() -> Iterator[list[int]]:
         count("all_to_all_single", lambda out, inp, output_split_sizes, input_split_sizes,
               group=None: (out.numel() - output_split_sizes[dist.get_rank(group)])
               * out.element_size()),
-        count("all_reduce", lambda t, op=None, group=None: (size(group) - 1) * nbytes(t)),
+        count("all_reduce",
+              lambda t, op=None, group=None: 2 * (size(group) - 1) * nbytes(t) // size(group)),
         count("reduce_scatter_tensor",
               lambda out, inp, op=None, group=None: (size(group) - 1) * nbytes(out)),
         count("broadcast",
@@ -87,7 +92,8 @@ def _numel(shape) -> int:
 def lower_bound(src: str, tgt: str, k: int, c: int) -> int:
     target, offset = local_shape_and_offset(SHAPE, (k,), parse(tgt), (c,))
     if src.startswith("P"):
-        return (k - 1) * _numel(target) * 4
+        scattered = (k - 1) * _numel(SHAPE) * 4 // k
+        return scattered * (2 if tgt == "R" else 1)
     held, held_offset = local_shape_and_offset(SHAPE, (k,), parse(src), (c,))
     overlap = 1
     for d in range(2):
@@ -95,6 +101,20 @@ def lower_bound(src: str, tgt: str, k: int, c: int) -> int:
         hi = min(offset[d] + target[d], held_offset[d] + held[d])
         overlap *= max(0, hi - lo)
     return (_numel(target) - overlap) * 4
+
+
+def floor(src: str, tgt: str, k: int) -> Callable[[], None]:
+    """The one raw collective that moves what the transition must move: all-gather for S->R,
+    all-to-all for S(0)->S(1), all-reduce for P->R, reduce-scatter for P->S."""
+    full = torch.randn(SHAPE)
+    block = torch.empty(SHAPE[0] // k, SHAPE[1])
+    if src.startswith("P"):
+        if tgt == "R":
+            return lambda: dist.all_reduce(full)
+        return lambda: dist.reduce_scatter_tensor(block, full)
+    if tgt == "R":
+        return lambda: dist.all_gather_into_tensor(full, block)
+    return lambda: dist.all_to_all_single(torch.empty_like(block), block)
 
 
 def time_case(ctx: RankContext, src: str, tgt: str, repeats: int) -> dict:
@@ -107,15 +127,16 @@ def time_case(ctx: RankContext, src: str, tgt: str, repeats: int) -> dict:
     theirs = tdt.DTensor.from_local(
         local, tmesh, [TORCH_PLACEMENT[src]], shape=torch.Size(SHAPE), stride=(SHAPE[1], 1)
     )
-    times: dict[str, list[float]] = {"reference": [], "torch": []}
+    times: dict[str, list[float]] = {"reference": [], "torch": [], "floor": []}
     moved = 0
     for repeat in range(repeats):
-        # Alternate the order so neither side always runs on a warmer machine.
-        pair = [
+        # Rotate the order so no side always runs on a warmer machine.
+        runs = [
             ("reference", lambda: ours.redistribute(mesh, parse(tgt)).to_local()),
             ("torch", lambda: theirs.redistribute(tmesh, [TORCH_PLACEMENT[tgt]]).to_local()),
+            ("floor", floor(src, tgt, k)),
         ]
-        for name, run in pair if repeat % 2 else pair[::-1]:
+        for name, run in runs[repeat % 3 :] + runs[: repeat % 3]:
             dist.barrier()
             began = time.perf_counter()
             if name == "reference":
@@ -129,6 +150,7 @@ def time_case(ctx: RankContext, src: str, tgt: str, repeats: int) -> dict:
     return {
         "reference_s": statistics.median(times["reference"]),
         "torch_s": statistics.median(times["torch"]),
+        "floor_s": statistics.median(times["floor"]),
         "received": moved,
         "bound": lower_bound(src, tgt, k, ctx.rank),
     }
@@ -140,8 +162,8 @@ def main() -> None:
     args = parser.parse_args()
     print(f"4-rank Gloo world, {SHAPE} float32 (64 MiB), median of {args.repeats}")
     print(
-        f"{'transition':<16}{'ref ms':>9}{'torch ms':>10}{'ratio':>7}"
-        f"{'received MiB':>14}{'bound MiB':>11}"
+        f"{'transition':<16}{'ref ms':>9}{'torch ms':>10}{'ref/torch':>10}{'floor ms':>10}"
+        f"{'ref/floor':>10}{'received MiB':>14}{'bound MiB':>11}"
     )
     with LocalWorld(4, "gloo", case_timeout_s=600, grace_s=5) as world:
         for src, tgt in TRANSITIONS:
@@ -152,11 +174,13 @@ def main() -> None:
             ranks = world.run(case, timeout_s=600).values()
             ref_s = max(r["reference_s"] for r in ranks)
             torch_s = max(r["torch_s"] for r in ranks)
+            floor_s = max(r["floor_s"] for r in ranks)
             moved = sum(r["received"] for r in ranks) / 2**20
             bound = sum(r["bound"] for r in ranks) / 2**20
             print(
                 f"{src + ' -> ' + tgt:<16}{ref_s * 1e3:>9.1f}{torch_s * 1e3:>10.1f}"
-                f"{ref_s / torch_s:>7.2f}{moved:>14.1f}{bound:>11.1f}"
+                f"{ref_s / torch_s:>10.2f}{floor_s * 1e3:>10.1f}{ref_s / floor_s:>10.2f}"
+                f"{moved:>14.1f}{bound:>11.1f}"
             )
 
 

@@ -7,8 +7,10 @@ Prints
   to column chunks): the bytes the reference sent, counted at ``batch_isend_irecv`` while it
   ran, against the lower bound (every element whose owner changes, sent once); the excess is
   the padding;
-- the time of each as the ratio reference / PyTorch: median of the repeats, same world, same
-  tensor, the two run in turn so neither always meets the warmer machine;
+- the time of each as the ratio reference / PyTorch, and as the ratio reference / floor, the one
+  raw collective that moves the same bytes on the same world (scatter for shard, gather for
+  gather, all-to-all for reshard: no implementation can do better): median of the repeats, same
+  world, same tensor, the three run in turn so none always meets the warmer machine;
 - the time of overlap + coverage validation of a 256 x 256 grid of shards (65,536 shards) as the
   ratio reference / PyTorch's ``validate_non_overlapping_shards_metadata`` + ``check_tensor``.
 """
@@ -68,9 +70,21 @@ def lower_bound(old: list, new: list, size: torch.Size, itemsize: int) -> int:
     return itemsize * int((owners(old, size) != owners(new, size)).sum())
 
 
+def floors(ctx: RankContext, side: int) -> dict[str, Callable[[], object]]:
+    """Each operation's floor: the raw collective that moves one row block per rank."""
+    k, first = ctx.world_size, ctx.rank == 0
+    block = torch.randn(side // k, side)
+    blocks = [torch.empty_like(block) for _ in range(k)] if first else None
+    return {
+        "shard": lambda: dist.scatter(block, blocks, src=0),
+        "gather": lambda: dist.gather(block, blocks, dst=0),
+        "reshard": lambda: dist.all_to_all_single(torch.empty_like(block), block),
+    }
+
+
 def time_case(ctx: RankContext, side: int, repeats: int) -> dict[str, dict]:
-    """Run shard, gather and reshard ``repeats`` times each with the reference and with
-    PyTorch; this rank's times and bytes sent."""
+    """Run shard, gather and reshard ``repeats`` times each with the reference, with PyTorch
+    and as their floor; this rank's times and bytes sent."""
     warnings.filterwarnings("ignore")  # PyTorch's ShardedTensor is deprecated
     from torch.distributed._shard.api import _shard_tensor
     from torch.distributed._shard.sharding_spec import ChunkShardingSpec as TorchChunk
@@ -93,12 +107,17 @@ def time_case(ctx: RankContext, side: int, repeats: int) -> dict[str, dict]:
         ),
     }
     figures = {}
+    floor = floors(ctx, side)
     for name, (run_ours, run_theirs, setup) in ops.items():
-        times: dict[str, list[float]] = {"reference": [], "torch": []}
+        times: dict[str, list[float]] = {"reference": [], "torch": [], "floor": []}
         for repeat in range(repeats):
             arg = setup()
-            pair = [("reference", run_ours), ("torch", functools.partial(run_theirs, arg))]
-            for who, run in pair if repeat % 2 else pair[::-1]:
+            runs = [
+                ("reference", run_ours),
+                ("torch", functools.partial(run_theirs, arg)),
+                ("floor", floor[name]),
+            ]
+            for who, run in runs[repeat % 3 :] + runs[: repeat % 3]:
                 with counting_sends() as sent:
                     dist.barrier()
                     began = time.perf_counter()
@@ -161,16 +180,18 @@ def main() -> None:
     mib = 4 * side * side / 2**20
     print(f"{args.ranks}-rank Gloo world, float32 {side}x{side} ({mib:.0f} MiB), ", end="")
     print(f"median of {args.repeats}")
-    header = ("op", "sent MiB", "bound MiB", "padding", "ref s", "torch s", "ratio")
-    print("{:<8} {:>9} {:>10} {:>8} {:>8} {:>8} {:>6}".format(*header))
+    header = ("op", "sent MiB", "bound MiB", "padding", "ref s", "torch s", "ref/torch",
+              "floor s", "ref/floor")  # fmt: skip
+    print("{:<8} {:>9} {:>10} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9}".format(*header))
     for op, (old, new) in moves.items():
         sent = sum(r[op]["sent"] for r in ranks)
         bound = lower_bound(old, new, size, 4)
         ours = max(r[op]["reference"] for r in ranks)
         theirs = max(r[op]["torch"] for r in ranks)
+        floor = max(r[op]["floor"] for r in ranks)
         print(
             f"{op:<8} {sent / 2**20:>9.1f} {bound / 2**20:>10.1f} {sent - bound:>8d} "
-            f"{ours:>8.3f} {theirs:>8.3f} {ours / theirs:>6.2f}"
+            f"{ours:>8.3f} {theirs:>8.3f} {ours / theirs:>9.2f} {floor:>8.3f} {ours / floor:>9.2f}"
         )
     ours_s, theirs_s = validation_figures()
     print(

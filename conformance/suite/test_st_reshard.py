@@ -35,11 +35,17 @@ def _oracle_spec(data):
 
 
 def _note_edges(args: dict, world_size: int) -> None:
-    """The edge classes of a reshard case: its tensor, its group and, between two chunk specs
-    over the same members, the permutation from the old order to the new."""
+    """The edge classes of a reshard case: its tensor, its group, the chunks of each chunk spec
+    and, between two chunk specs over the same members, the permutation from the old order to
+    the new."""
     edges.tensor(args["shape"], args["dtype"], len(args["group"]))
     edges.group(args["group"], world_size)
     old, new = args["spec"], args["new_spec"]
+    n = len(args["shape"])
+    for spec in (old, new):
+        dim = spec.get("dim") if isinstance(spec, dict) and "ranks" in spec else None
+        if type(dim) is int and -n <= dim < n:
+            edges.chunked(args["shape"], dim % n, len(spec["ranks"]))
     chunks = isinstance(new, dict) and "ranks" in old and "ranks" in new
     if chunks and sorted(old["ranks"]) == sorted(new["ranks"]) == args["group"]:
         edges.permutation(old["ranks"], new["ranks"])
@@ -125,7 +131,7 @@ def reshard_cases(draw, world_sizes: list[int]):
     "ST-RESHARD-11", "ST-RESHARD-12", "ST-LIFE-1", "ST-LIFE-7", "ERR-3", "ERR-6", "ERR-9",
     "ERR-10", "ERR-11",
 )  # fmt: skip
-@pytest.mark.edges("sharded tensor", "permutation", "group")
+@pytest.mark.edges("sharded tensor", "permutation", "group", "chunks")
 @given(data=st.data())
 def test_reshard_equals_sharding_the_gathered_tensor(impl, available_world_sizes, run_case, data):
     judge.requires(impl, "sharded_tensor")

@@ -19,8 +19,9 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
-from conformance.world import harness
+from conformance.world import costs, harness, step
 from conformance.world.backends import backend_named
+from conformance.world.costs import COSTS
 from conformance.world.ledger import LEDGER
 from conformance.world.protocol import Case, CaseResult, Hung, Outcome
 from conformance.world.rank import RankContext, encode, execute, init_group
@@ -64,11 +65,31 @@ class AttachedWorld:
         self._lost: str | None = None
 
     def run(self, case: Case, timeout_s: float | None = None) -> CaseResult:
+        """Run ``case`` on every rank. The launcher's world cannot be replaced: after a hang, or
+        a raise that left its groups out of step (``conformance.world.step``), it is lost, and
+        every later case is refused rather than run on a world that would corrupt it."""
         if self._lost:
             raise WorldLost(f"the attached world was lost earlier: {self._lost}")
-        timeout = timeout_s or self.case_timeout_s
-        self._seq += 1
         LEDGER.record(self.world_size)
+        started = time.monotonic()
+        outcomes = self._exchange(case, timeout_s or self.case_timeout_s)
+        result = CaseResult(
+            case, outcomes, self.world_size, self.backend.name, time.monotonic() - started
+        )
+        COSTS.ran(result.elapsed_s)
+        if result.faulted:
+            COSTS.replaced[costs.FAULT] += 1
+            self._lost = f"case {case.to_json()} hung"
+        elif not result.ok:
+            began = time.monotonic()
+            kept = step.agreed(self._exchange(step.CHECK, step.CHECK_TIMEOUT_S))
+            COSTS.checked(time.monotonic() - began, kept)
+            if not kept:
+                self._lost = f"case {case.to_json()} left the world's groups out of step"
+        return harness.check(result)
+
+    def _exchange(self, case: Case, timeout: float) -> tuple[Outcome, ...]:
+        self._seq += 1
         started = time.monotonic()
         self._store.set(f"case/{self._seq}", pickle.dumps((timeout, case.task, case.args)))
         outcomes: dict[int, Outcome] = {}
@@ -90,16 +111,7 @@ class AttachedWorld:
         for rank in range(self.world_size):
             if rank not in outcomes:
                 outcomes[rank] = Hung(rank, waited, self._posted_stack(rank))
-        result = CaseResult(
-            case,
-            tuple(outcomes[r] for r in range(self.world_size)),
-            self.world_size,
-            self.backend.name,
-            waited,
-        )
-        if result.faulted:
-            self._lost = f"case {case.to_json()} hung"
-        return harness.check(result)
+        return tuple(outcomes[r] for r in range(self.world_size))
 
     def _posted_stack(self, rank: int) -> str:
         key = f"stack/{self._seq}/{rank}"

@@ -14,6 +14,8 @@ from __future__ import annotations
 import weakref
 from typing import Protocol
 
+from conformance.world.costs import COSTS, JUDGED
+
 
 class Closable(Protocol):
     def close(self) -> None: ...
@@ -52,6 +54,8 @@ class Ledger:
         build never meets; a message sent and never received waits for the next case. A world
         that ran a failing case is not trusted with another."""
         world = self._latest_world() if self._latest_world is not None else None
+        if world is not None and getattr(world, "running", True):
+            COSTS.replaced[JUDGED] += 1
         if world is not None:
             world.close()
 

@@ -25,8 +25,9 @@ from typing import Any
 
 import torch.distributed as dist
 
-from conformance.world import harness
+from conformance.world import costs, harness, step
 from conformance.world.backends import Backend, backend_named, default_start_method
+from conformance.world.costs import COSTS
 from conformance.world.harness import HarnessError
 from conformance.world.idle import SleepWatch
 from conformance.world.ledger import LEDGER
@@ -181,6 +182,7 @@ class LocalWorld:
         if self.running:
             return
         self.starts += 1
+        began = time.monotonic()
         self._dir = Path(tempfile.mkdtemp(prefix=f"shardspec-w{self.world_size}-"))
         context = mp.get_context(self.start_method)
         pg_timeout_s = self.case_timeout_s + 30.0 if self.process_group else None
@@ -210,6 +212,8 @@ class LocalWorld:
             self._conns.append(parent_end)
             self._logs.append(log)
         self._await_ready()
+        if self.process_group:
+            COSTS.started(time.monotonic() - began)
 
     def _await_ready(self) -> None:
         deadline = time.monotonic() + self.start_timeout_s
@@ -264,10 +268,12 @@ class LocalWorld:
         """Run ``case`` on every rank and collect one outcome per rank.
 
         Never raises for what the ranks did: raises, hangs and deaths come back as outcomes.
-        After any of them the world is replaced: a rank that left a case early can leave
-        messages in flight or collectives out of step, which would corrupt the next case, and a
-        fresh forked world costs tens of milliseconds. A sandbox that raised is kept: it has no
-        process group to put out of step, and a pure check refuses half its inputs.
+        After a hang or a death the world is replaced: a rank that left a case early can leave
+        messages in flight or collectives out of step, which would corrupt the next case. After
+        a raise it is replaced only if its groups are out of step (``conformance.world.step``):
+        refusing bad input is a third of the cases, and a world start costs tens of milliseconds
+        forked, seconds spawned on NCCL. A sandbox that raised is kept: it has no process group
+        to put out of step, and a pure check refuses half its inputs.
         """
         self.start()
         # A sandbox runs a pure call: no world size to report, no process group that a failed
@@ -280,9 +286,22 @@ class LocalWorld:
         result = CaseResult(
             case, outcomes, self.world_size, self.backend.name, time.monotonic() - started
         )
-        if result.faulted or (self.process_group and not result.ok):
+        if self.process_group:
+            COSTS.ran(result.elapsed_s)
+            if result.faulted:
+                COSTS.replaced[costs.FAULT] += 1
+        if result.faulted or (self.process_group and not result.ok and not self._in_step()):
             self._kill()
         return harness.check(result)
+
+    def _in_step(self) -> bool:
+        """Whether every group's operations still pair up on all its members; a check that does
+        not come back in time says no."""
+        began = time.monotonic()
+        timeout = min(self.case_timeout_s, step.CHECK_TIMEOUT_S)
+        kept = step.agreed(self._exchange(step.CHECK, timeout))
+        COSTS.checked(time.monotonic() - began, kept)
+        return kept
 
     def _exchange(self, case: Case, timeout_s: float) -> tuple[Outcome, ...]:
         self._seq += 1

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import torch
 import torch.distributed as dist
 
+from conformance.world import step
 from conformance.world.backends import Backend
 from conformance.world.protocol import FACTS_ATTRIBUTE, Outcome, Raised, Returned
 
@@ -90,6 +91,7 @@ def to_cpu(value: Any) -> Any:
 
 def execute(ctx: RankContext, task: str, args: dict[str, Any]) -> Outcome:
     """Run one task and capture what happened as an outcome, never as an escaping exception."""
+    step.case_started()
     try:
         return Returned(ctx.rank, to_cpu(resolve_task(task)(ctx, **args)))
     except Exception as exc:
@@ -164,3 +166,4 @@ def init_group(
     else:
         kwargs["store"] = store
     dist.init_process_group(backend.torch_name, rank=rank, world_size=world_size, **kwargs)
+    step.watch()

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from conformance import judge
-from conformance.world import Case, CaseFailed, Died, Hung, LocalWorld, Raised, Returned
+from conformance.world import Case, CaseFailed, Died, Hung, LocalWorld, Raised, Returned, costs
+from conformance.world.costs import COSTS
 
 TIMEOUT_S = 4.0
 GRACE_S = 2.0
@@ -107,9 +108,27 @@ def test_a_segfaulting_rank_is_reported_with_its_signal_and_stack(world4):
     assert "in segfault" in died.log_tail
 
 
-def test_a_raise_on_every_rank_is_reported_and_the_next_case_gets_a_fresh_world(world4):
-    result = run_fault(world4, Case("world_tasks:raise_everywhere"))
-    assert all(isinstance(o, Raised) and o.rule == "ERR-1" for o in result.outcomes)
+def test_a_raise_on_every_rank_in_step_is_reported_and_keeps_the_world(world4):
+    """A refusal before any data moves, or after a collective every rank joined, costs no world
+    start: the same processes run the next case."""
+    world4.run(Case("world_tasks:whoami"))
+    before = world4.pids()
+    for task in ("world_tasks:raise_everywhere", "world_tasks:raise_after_reducing"):
+        result = world4.run(Case(task))
+        assert all(isinstance(o, Raised) and o.rule == "ERR-1" for o in result.outcomes)
+        assert world4.pids() == before
+    assert world4.run(Case("world_tasks:all_reduce_sum", {"length": 2})).ok
+    assert world4.pids() == before
+
+
+def test_a_raise_after_an_operation_one_rank_ran_alone_on_a_sub_group_replaces_the_world(world4):
+    """The world's group is in step, the sub-group [1, 2] is not: rank 1 sent what rank 2 never
+    received. Kept, the next case on that sub-group would pair the wrong operations."""
+    before = COSTS.to_json()
+    run_fault(world4, Case("world_tasks:raise_after_a_lone_send_on", {"ranks": [1, 2]}))
+    assert COSTS.since(before)["replaced"] == {costs.OUT_OF_STEP: 1}
+    result = world4.run(Case("world_tasks:sub_group_sum", {"ranks": [1, 2]}), timeout_s=TIMEOUT_S)
+    assert result.ok, result.report("the sub-group after the replaced world")
 
 
 def test_a_message_left_in_flight_by_a_raising_rank_does_not_reach_the_next_case(world4):
@@ -129,6 +148,14 @@ def test_a_case_the_judge_fails_retires_its_world_though_every_rank_returned(wor
     assert not [pid for pid in before if alive(pid)]
     result = world4.run(Case("world_tasks:sub_group_sum", {"ranks": [0, 1]}), timeout_s=TIMEOUT_S)
     assert result.ok, result.report("a sub-group after the retired world")
+
+
+def test_a_raise_after_one_rank_built_a_group_alone_replaces_the_world(world4):
+    """No operation ran, but the ranks' group counters disagree: the next sub-group would never
+    meet, so the world that refused is not kept."""
+    run_fault(world4, Case("world_tasks:raise_after_a_group_built_on", {"rank": 3}))
+    result = world4.run(Case("world_tasks:sub_group_sum", {"ranks": [2, 3]}), timeout_s=TIMEOUT_S)
+    assert result.ok, result.report("a sub-group after the replaced world")
 
 
 def test_values_of_a_failed_case_raise_a_report_with_every_rank_and_the_replay(world4):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conformance.world import Case
+from conformance.world.costs import COSTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,3 +56,31 @@ def test_repeated_kinds_of_case_make_no_process_group_and_restart_no_world(world
             assert result.ok, result.report("a clean case failed")
     assert world.run(Case("world_tasks:process_groups")).values() == groups
     assert world.starts == starts
+
+
+# Refusals of bad input, made on every rank after the validation that ERR-6 and ERR-8 ask for: a
+# placement naming a dim the tensor lacks, through distribute and from_local on a permuted 2-D
+# mesh whose groups earlier cases used.
+REFUSALS = [
+    ("conformance.tasks.dtensor:with_placements",
+     {"api": api, "shape": [4, 2], "dtype": "float32", "mesh_shape": [2, 2],
+      "mesh_ranks": [3, 1, 0, 2], "placements": ["S(0)", "S(5)"]})
+    for api in ("distribute", "from_local")
+]  # fmt: skip
+
+
+def test_refused_cases_restart_no_world(world_pool):
+    """A refusal on every rank leaves every group in step (conformance.world.step), so the world
+    that refused runs the next case: no world start per refused input."""
+    world = world_pool.get(4)
+    for task, args in REFUSALS:  # warm-up: the mesh and its groups
+        assert not world.run(_on(task, args, 0)).ok
+    starts, before = world.starts, COSTS.to_json()
+    for n in range(1, 4):
+        for task, args in REFUSALS:
+            result = world.run(_on(task, args, n))
+            assert all(o.is_a("ValueError") for o in result.outcomes), result.report("refused")
+        assert world.run(_on(*KINDS[0], n)).ok
+    assert world.starts == starts
+    spent = COSTS.since(before)
+    assert [spent["checks"], spent["kept"], spent["starts"], spent["replaced"]] == [6, 6, 0, {}]

@@ -60,6 +60,21 @@ def raise_after_sending(ctx: RankContext) -> None:
     raise ValueError("raised at different points")
 
 
+def raise_after_reducing(ctx: RankContext) -> None:
+    """Every rank joins one all-reduce, then raises: a refusal that leaves the world in step."""
+    all_reduce_sum(ctx, 2)
+    raise ValueError(f"refused after a matched collective [ERR-1] (rank {ctx.rank})")
+
+
+def raise_after_a_lone_send_on(ctx: RankContext, ranks: list[int]) -> None:
+    """On the sub-group ``ranks``, its first rank sends to its second, which never receives;
+    then every rank raises. The world's own group stays in step, the sub-group does not."""
+    group = ctx.group(ranks)
+    if ctx.rank == ranks[0]:
+        dist.isend(torch.ones(4), dst=ranks[1], group=group)
+    raise ValueError("refused after one rank sent [ERR-8]")
+
+
 def receive_from_zero(ctx: RankContext) -> list[float] | None:
     """Rank 0 sends 7 to rank 1; rank 1 must receive exactly that."""
     if ctx.rank == 0:
@@ -123,6 +138,12 @@ def extra_group_on(ctx: RankContext, rank: int) -> None:
     disagree (as after an implementation that let ranks build different meshes)."""
     if ctx.rank == rank:
         dist.new_group([rank], backend=ctx.backend.torch_name)
+
+
+def raise_after_a_group_built_on(ctx: RankContext, rank: int) -> None:
+    """Only ``rank`` builds a group, then every rank raises."""
+    extra_group_on(ctx, rank)
+    raise ValueError("refused after one rank built a group [DT-MESH-10]")
 
 
 def traced(ctx: RankContext) -> bool:

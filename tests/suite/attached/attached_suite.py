@@ -18,6 +18,12 @@ def test_a_property_runs_on_the_launchers_ranks(length, world):
     assert len(result.values()) == world.world_size
 
 
+def test_a_refusal_on_every_rank_in_step_keeps_the_launchers_world(world):
+    """The launcher's world cannot be replaced; a refusal that left it in step costs nothing."""
+    assert not world.run(Case("world_tasks:raise_after_reducing")).ok
+    assert world.run(Case("world_tasks:whoami")).ok
+
+
 # Last: after a hang an attached world cannot run further cases.
 def test_a_hang_is_reported_with_the_stack_the_rank_posted(world):
     world.run(Case("world_tasks:hang", {"rank": 1})).values()

@@ -1,0 +1,107 @@
+"""Whether a world can run its next case after one that did not end with every rank returning.
+
+An implementation that refuses bad input raises, on every rank, before any data moves (ERR-8):
+its process groups are where they were, and the world can go on. One that raised on some ranks
+after an operation the others skipped has left a group out of step: the group's next operation
+would pair the wrong calls, and corrupt or hang the next case. Replacing the world after every
+raise is safe but costs a world start per refused input: tens of milliseconds on a forked Gloo
+world, seconds on a spawned NCCL one, where refusals are a third of the cases.
+
+Every backend numbers each group's operations, so a rank that ran a collective its peers skipped
+added a different number to that group's count. Each rank notes its counts when a case starts
+(``case_started``, from ``conformance.world.rank.execute``) and the point-to-point calls the case
+makes (``watch``). After a case some rank left by raising, the driver sends ``CHECK``: one
+``all_gather_object`` over the world of what every rank saw in that case. The world is kept only
+if no rank made a point-to-point call, every group's count grew by the same number on all of its
+members, and every rank has created as many groups (``new_group`` numbers them in creation
+order, so a rank that built one alone would pair its next group with the wrong one).
+Point-to-point calls are ruled out rather than matched: a sender and its receiver count
+different operations, and a message in flight shows in no count. If the world's own group is
+out of step, the check's gather hangs or fails, and the world is replaced as before.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed import distributed_c10d
+
+from conformance.world.protocol import Case, Outcome, Returned
+
+if TYPE_CHECKING:
+    from conformance.world.rank import RankContext
+
+# The check a driver sends every rank of a world after a case some rank left by raising.
+CHECK = Case(f"{__name__}:in_step", {})
+CHECK_TIMEOUT_S = 10.0
+
+_POINT_TO_POINT = ("send", "recv", "isend", "irecv", "batch_isend_irecv")
+_running: dict[str, Any] = {"calls": 0, "counts": {}}  # the case running on this rank
+_ended: dict[str, Any] = {"calls": 0, "grown": {}}  # the case before it
+
+
+def watch() -> None:
+    """Count every point-to-point call of ``torch.distributed`` from now on (once per rank
+    process). ``P2POp`` checks its operation against ``distributed_c10d.isend`` and ``irecv``,
+    so both modules get the same wrapper."""
+    for name in _POINT_TO_POINT:
+        original = getattr(distributed_c10d, name)
+        if getattr(original, "__wrapped__", None) is None:
+            counted = _counted(original)
+            setattr(distributed_c10d, name, counted)
+            setattr(dist, name, counted)
+
+
+def _counted(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        _running["calls"] += 1
+        return original(*args, **kwargs)
+
+    return counted
+
+
+def operation_counts() -> dict[str, int]:
+    """This rank's count of operations on each group it belongs to, each backend of a group
+    counted apart (a ``cpu:gloo,cuda:nccl`` group has two)."""
+    if not dist.is_initialized():
+        return {}
+    counts = {}
+    for group in distributed_c10d._world.pg_map:
+        for device in group._device_types:
+            backend = group._get_backend(torch.device(device))
+            counts[f"{group.group_name}/{device}"] = backend._get_sequence_number_for_group()
+    return counts
+
+
+def case_started() -> None:
+    """A case begins on this rank: what the case before it did becomes what ``in_step`` sees."""
+    counts = operation_counts()
+    grown = {g: n - _running["counts"].get(g, 0) for g, n in counts.items()}
+    _ended.update(calls=_running["calls"], grown=grown)
+    _running.update(calls=0, counts=counts)
+
+
+def in_step(ctx: RankContext) -> bool:
+    """Whether, in the case before this check, no rank made a point-to-point call, every group's
+    count grew alike on all of its members, and every rank created as many groups (collective
+    over the world)."""
+    everyone: list[Any] = [None] * ctx.world_size
+    made = distributed_c10d._world.group_count
+    dist.all_gather_object(everyone, (_ended["calls"], _ended["grown"], made))
+    seen: dict[str, set[int]] = {}
+    for _, grown, _ in everyone:
+        for group, n in grown.items():
+            seen.setdefault(group, set()).add(n)
+    sent = any(calls for calls, _, _ in everyone)
+    alike = len({made for _, _, made in everyone}) == 1
+    return not sent and alike and all(len(values) == 1 for values in seen.values())
+
+
+def agreed(outcomes: tuple[Outcome, ...]) -> bool:
+    """Whether the check came back from every rank saying the world is in step."""
+    return all(isinstance(o, Returned) and o.value is True for o in outcomes)
