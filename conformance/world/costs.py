@@ -15,8 +15,7 @@ from typing import Any
 
 # Why a world was replaced.
 FAULT = "a rank hung or died"
-OUT_OF_STEP = "its groups were out of step after a raise"
-JUDGED = "the judge failed its case"
+OUT_OF_STEP = "its groups were out of step after a raise or a failed case"
 
 
 @dataclasses.dataclass
@@ -70,8 +69,8 @@ class Costs:
         lines = [
             f"cases run:      {self.cases} in {self.case_s:.1f} s ({per_case:.1f} ms each)",
             f"world starts:   {self.starts} in {self.start_s:.1f} s ({per_start:.2f} s each)",
-            f"step checks:    {self.checks} in {self.check_s:.1f} s, after raises; "
-            f"{self.kept} kept their world",
+            f"step checks:    {self.checks} in {self.check_s:.1f} s, after raises and failed "
+            f"cases; {self.kept} kept their world",
         ]
         lines += [f"worlds replaced: {n}, {why}" for why, n in sorted(self.replaced.items())]
         return lines

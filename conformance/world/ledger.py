@@ -6,7 +6,8 @@ it fails, to the size of the failing case: the per-rule table shows a rule that 
 and breaks on 3 in those two columns. Local and attached worlds record every case in ``LEDGER``;
 the plugin starts it afresh when a test starts and reads it when the test ends
 (``conformance.plugin``), and the judge retires the latest world when it fails a case
-(``conformance.judge.fail``). One test runs at a time in a process, so one ledger serves it.
+(``conformance.judge.fail``) unless it is still in step. One test runs at a time in a process,
+so one ledger serves it.
 """
 
 from __future__ import annotations
@@ -14,18 +15,16 @@ from __future__ import annotations
 import weakref
 from typing import Protocol
 
-from conformance.world.costs import COSTS, JUDGED
 
-
-class Closable(Protocol):
-    def close(self) -> None: ...
+class Retirable(Protocol):
+    def retire_unless_in_step(self) -> None: ...
 
 
 class Ledger:
     def __init__(self) -> None:
         self._sizes: set[int] = set()
         self.latest_size: int | None = None  # the size of the world of the case being judged
-        self._latest_world: weakref.ref[Closable] | None = None
+        self._latest_world: weakref.ref[Retirable] | None = None
 
     def start_test(self) -> None:
         self._sizes.clear()
@@ -36,7 +35,7 @@ class Ledger:
         self._sizes.add(world_size)
         self.latest_size = world_size
 
-    def ran_on(self, world: Closable | None) -> None:
+    def ran_on(self, world: Retirable | None) -> None:
         """``world`` ran this process's latest case; ``None``: a world with nothing to retire
         ran it (a sandbox, whose pure calls join no collective)."""
         self._latest_world = weakref.ref(world) if world is not None else None
@@ -46,18 +45,17 @@ class Ledger:
         return sorted(self._sizes)
 
     def retire_latest_world(self) -> None:
-        """Close the world that ran this process's latest case, so its next case starts afresh.
+        """Replace the world that ran this process's latest case unless it is still in step.
 
         The judge calls this when it fails a case. An implementation can break a rule while
         every rank returns and still leave the world out of step: ranks that built different
         meshes have called ``new_group`` different numbers of times, so the next group they
-        build never meets; a message sent and never received waits for the next case. A world
-        that ran a failing case is not trusted with another."""
+        build never meets; a message sent and never received waits for the next case. The
+        world's step check (``conformance.world.step``) sees both; a world it finds in step runs
+        on, so a known failure of ``--impl torch`` costs no world start (seconds on NCCL)."""
         world = self._latest_world() if self._latest_world is not None else None
-        if world is not None and getattr(world, "running", True):
-            COSTS.replaced[JUDGED] += 1
         if world is not None:
-            world.close()
+            world.retire_unless_in_step()
 
 
 LEDGER = Ledger()

@@ -294,6 +294,11 @@ class LocalWorld:
             self._kill()
         return harness.check(result)
 
+    def retire_unless_in_step(self) -> None:
+        """After a case the judge failed: keep the world only if its groups are in step."""
+        if self.running and not self._in_step():
+            self._kill()
+
     def _in_step(self) -> bool:
         """Whether every group's operations still pair up on all its members; a check that does
         not come back in time says no."""

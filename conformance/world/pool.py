@@ -32,7 +32,7 @@ class WorldPool:
         start_method: str | None = None,
         case_timeout_s: float = 30.0,
         grace_s: float = 5.0,
-        max_live: int = 3,
+        max_live: int = 4,
     ) -> None:
         self.backend = backend
         self.start_method = start_method

@@ -226,7 +226,7 @@ MUTANTS = [
         "test_dt_api.py::test_distribute_slices_the_source_ranks_tensor_or_each_ranks_own",
         "mutants:DISTRIBUTE_FROM_FIRST",
         "DT-API-2",
-        ["every rank should raise ValueError (DT-API-2)", '"src_data_rank": 1'],
+        ["to_local() at [[]]=[3.0], but should be", '"src_data_rank": 1'],
     ),
     Mutant(
         "average-without-dividing",

@@ -150,6 +150,17 @@ def test_a_case_the_judge_fails_retires_its_world_though_every_rank_returned(wor
     assert result.ok, result.report("a sub-group after the retired world")
 
 
+def test_a_case_the_judge_fails_on_a_world_in_step_keeps_the_world(world4):
+    """A wrong value is the implementation's verdict, not a world out of step: the processes run
+    the next case."""
+    assert world4.run(Case("world_tasks:all_reduce_sum", {"length": 2})).ok
+    before = world4.pids()
+    with pytest.raises(pytest.fail.Exception):
+        judge.fail("the implementation returned a wrong value", "DT-API-11")
+    assert world4.pids() == before
+    assert world4.run(Case("world_tasks:all_reduce_sum", {"length": 2})).ok
+
+
 def test_a_raise_after_one_rank_built_a_group_alone_replaces_the_world(world4):
     """No operation ran, but the ranks' group counters disagree: the next sub-group would never
     meet, so the world that refused is not kept."""
