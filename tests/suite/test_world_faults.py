@@ -10,7 +10,17 @@ from collections.abc import Iterator
 import pytest
 
 from conformance import judge
-from conformance.world import Case, CaseFailed, Died, Hung, LocalWorld, Raised, Returned, costs
+from conformance.world import (
+    Case,
+    CaseFailed,
+    Died,
+    Hung,
+    LocalWorld,
+    Raised,
+    Returned,
+    costs,
+    step,
+)
 from conformance.world.costs import COSTS
 
 TIMEOUT_S = 4.0
@@ -230,3 +240,21 @@ def test_ranks_started_while_the_driver_is_traced_run_untraced():
         sys.settrace(previous)
     with world:
         assert world.run(Case("world_tasks:traced")).values() == [False, False]
+
+
+def test_a_torch_that_cannot_count_operations_gets_a_fresh_world_after_every_raise(monkeypatch):
+    """The step check reads private counters; where they are missing it says "cannot tell" and
+    the world is replaced, as before the check existed, instead of the rank failing."""
+
+    def gone() -> dict[str, int]:
+        raise AttributeError("_get_sequence_number_for_group")
+
+    monkeypatch.setattr(step, "operation_counts", gone)  # the forked ranks inherit it
+    with LocalWorld(2, case_timeout_s=TIMEOUT_S, grace_s=GRACE_S) as world:
+        world.run(Case("world_tasks:whoami"))
+        before = world.pids()
+        assert all(
+            isinstance(o, Raised) for o in world.run(Case("world_tasks:raise_everywhere")).outcomes
+        )
+        assert not [pid for pid in before if alive(pid)]
+        assert world.run(Case("world_tasks:whoami")).ok
