@@ -9,8 +9,8 @@ world, seconds on a spawned NCCL one, where refusals are a third of the cases.
 
 Every backend numbers each group's operations, so a rank that ran a collective its peers skipped
 added a different number to that group's count. Each rank notes its counts when a case starts
-(``case_started``, from ``conformance.world.rank.execute``) and the point-to-point calls the case
-makes (``watch``). After a case some rank left by raising, the driver sends ``CHECK``: one
+(``case_started``, from ``conformance.world.rank.execute``) and the point-to-point operations the
+case posts (``watch``). After a case some rank left by raising, the driver sends ``CHECK``: one
 ``all_gather_object`` over the world of what every rank saw in that case. The world is kept only
 if no rank made a point-to-point call, every group's count grew by the same number on all of its
 members, and every rank has created as many groups (``new_group`` numbers them in creation
@@ -39,21 +39,21 @@ if TYPE_CHECKING:
 CHECK = Case(f"{__name__}:in_step", {})
 CHECK_TIMEOUT_S = 10.0
 
-_POINT_TO_POINT = ("send", "recv", "isend", "irecv", "batch_isend_irecv")
+_POINT_TO_POINT = ("send", "recv", "recv_anysource")  # of ProcessGroup, where every p2p ends
 _running: dict[str, Any] = {"calls": 0, "counts": {}}  # the case running on this rank
 _ended: dict[str, Any] = {"calls": 0, "grown": {}}  # the case before it
 
 
 def watch() -> None:
-    """Count every point-to-point call of ``torch.distributed`` from now on (once per rank
-    process). ``P2POp`` checks its operation against ``distributed_c10d.isend`` and ``irecv``,
-    so both modules get the same wrapper."""
+    """Count every point-to-point operation from now on (once per rank process), at the
+    ``ProcessGroup`` methods that ``send``, ``isend``, ``batch_isend_irecv`` and the receives all
+    end in. The functions of ``torch.distributed`` stay as they are: ``P2POp`` checks its
+    operation is ``isend`` or ``irecv`` by identity, and an implementation may hold the
+    originals."""
     for name in _POINT_TO_POINT:
-        original = getattr(distributed_c10d, name)
+        original = getattr(dist.ProcessGroup, name)
         if getattr(original, "__wrapped__", None) is None:
-            counted = _counted(original)
-            setattr(distributed_c10d, name, counted)
-            setattr(dist, name, counted)
+            setattr(dist.ProcessGroup, name, _counted(original))
 
 
 def _counted(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -171,6 +171,12 @@ def test_a_case_the_judge_fails_on_a_world_in_step_keeps_the_world(world4):
     assert world4.run(Case("world_tasks:all_reduce_sum", {"length": 2})).ok
 
 
+def test_a_raise_after_point_to_point_traffic_replaces_the_world(world4):
+    """Point-to-point messages are ruled out, not matched: even one that arrived replaces the
+    world, since the counts could not tell it from one still in flight."""
+    run_fault(world4, Case("world_tasks:raise_after_delivered_messages"))
+
+
 def test_a_raise_after_one_rank_built_a_group_alone_replaces_the_world(world4):
     """No operation ran, but the ranks' group counters disagree: the next sub-group would never
     meet, so the world that refused is not kept."""

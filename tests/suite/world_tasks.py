@@ -75,6 +75,17 @@ def raise_after_a_lone_send_on(ctx: RankContext, ranks: list[int]) -> None:
     raise ValueError("refused after one rank sent [ERR-8]")
 
 
+def raise_after_delivered_messages(ctx: RankContext) -> None:
+    """Each even rank sends to the next odd one, which receives it (an even world), then every
+    rank raises: the world's operation count grew by one on every rank, so only the
+    point-to-point count tells."""
+    if ctx.rank % 2 == 0:
+        dist.send(torch.ones(2), dst=ctx.rank + 1)
+    else:
+        dist.recv(torch.empty(2), src=ctx.rank - 1)
+    raise ValueError("refused after delivered messages [ERR-8]")
+
+
 def receive_from_zero(ctx: RankContext) -> list[float] | None:
     """Rank 0 sends 7 to rank 1; rank 1 must receive exactly that."""
     if ctx.rank == 0:
