@@ -67,7 +67,8 @@ class AttachedWorld:
     def run(self, case: Case, timeout_s: float | None = None) -> CaseResult:
         """Run ``case`` on every rank. The launcher's world cannot be replaced: after a hang, or
         a raise that left its groups out of step (``conformance.world.step``), it is lost, and
-        every later case is refused rather than run on a world that would corrupt it."""
+        every later case is refused rather than run on a world that would corrupt it. A raise
+        after point-to-point traffic cannot be told apart and runs on, as before the check."""
         if self._lost:
             raise WorldLost(f"the attached world was lost earlier: {self._lost}")
         LEDGER.record(self.world_size)
@@ -82,9 +83,9 @@ class AttachedWorld:
             self._lost = f"case {case.to_json()} hung"
         elif not result.ok:
             began = time.monotonic()
-            kept = step.agreed(self._exchange(step.CHECK, step.CHECK_TIMEOUT_S))
-            COSTS.checked(time.monotonic() - began, kept)
-            if not kept:
+            said = step.state(self._exchange(step.CHECK, step.CHECK_TIMEOUT_S))
+            COSTS.checked(time.monotonic() - began, kept=said != step.OUT_OF_STEP)
+            if said == step.OUT_OF_STEP:
                 self._lost = f"case {case.to_json()} left the world's groups out of step"
         return harness.check(result)
 

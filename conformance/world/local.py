@@ -304,7 +304,7 @@ class LocalWorld:
         not come back in time says no."""
         began = time.monotonic()
         timeout = min(self.case_timeout_s, step.CHECK_TIMEOUT_S)
-        kept = step.agreed(self._exchange(step.CHECK, timeout))
+        kept = step.state(self._exchange(step.CHECK, timeout)) == step.IN_STEP
         COSTS.checked(time.monotonic() - began, kept)
         return kept
 

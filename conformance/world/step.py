@@ -17,7 +17,9 @@ members, and every rank has created as many groups (``new_group`` numbers them i
 order, so a rank that built one alone would pair its next group with the wrong one).
 Point-to-point calls are ruled out rather than matched: a sender and its receiver count
 different operations, and a message in flight shows in no count. If the world's own group is
-out of step, the check's gather hangs or fails, and the world is replaced as before.
+out of step, the check's gather hangs or fails, and the world is replaced as before. The
+launcher's world cannot be replaced: it is lost when shown out of step, and runs on when the
+check cannot tell (point-to-point traffic), as it did before the check existed.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ if TYPE_CHECKING:
 # The check a driver sends every rank of a world after a case some rank left by raising.
 CHECK = Case(f"{__name__}:in_step", {})
 CHECK_TIMEOUT_S = 10.0
+
+# What the check can say. A local world is kept only when it is in step; the launcher's world,
+# which cannot be replaced, is lost only when it is shown out of step, and runs on otherwise.
+IN_STEP = "in step"
+OUT_OF_STEP = "out of step"
+CANNOT_TELL = "cannot tell"  # point-to-point traffic in the case, or no counters in this torch
 
 _POINT_TO_POINT = ("send", "recv", "recv_anysource")  # of ProcessGroup, where every p2p ends
 _running: dict[str, Any] = {"calls": 0, "counts": {}}  # the case running on this rank
@@ -80,8 +88,8 @@ def operation_counts() -> dict[str, int]:
 
 def case_started() -> None:
     """A case begins on this rank: what the case before it did becomes what ``in_step`` sees.
-    Counts this torch cannot give (a private API gone) leave ``None``: the world is then
-    replaced after every raise, as it was before the check existed."""
+    Counts this torch cannot give (a private API gone) leave ``None``: the check cannot tell,
+    and a local world is replaced after every raise, as before the check existed."""
     try:
         counts = operation_counts()
     except Exception:  # any failure here means "cannot tell", never a verdict
@@ -94,24 +102,26 @@ def case_started() -> None:
     _running.update(calls=0, counts=counts)
 
 
-def in_step(ctx: RankContext) -> bool:
-    """Whether, in the case before this check, no rank made a point-to-point call, every group's
-    count grew alike on all of its members, and every rank created as many groups (collective
-    over the world)."""
+def in_step(ctx: RankContext) -> str:
+    """``IN_STEP`` if, in the case before this check, no rank made a point-to-point call, every
+    group's count grew alike on all of its members, and every rank created as many groups;
+    ``CANNOT_TELL`` after point-to-point traffic or without counters; else ``OUT_OF_STEP``
+    (collective over the world)."""
     everyone: list[Any] = [None] * ctx.world_size
     made = distributed_c10d._world.group_count
     dist.all_gather_object(everyone, (_ended["calls"], _ended["grown"], made))
-    if any(grown is None for _, grown, _ in everyone):
-        return False
+    if any(calls or grown is None for calls, grown, _ in everyone):
+        return CANNOT_TELL
     seen: dict[str, set[int]] = {}
     for _, grown, _ in everyone:
         for group, n in grown.items():
             seen.setdefault(group, set()).add(n)
-    sent = any(calls for calls, _, _ in everyone)
     alike = len({made for _, _, made in everyone}) == 1
-    return not sent and alike and all(len(values) == 1 for values in seen.values())
+    return IN_STEP if alike and all(len(values) == 1 for values in seen.values()) else OUT_OF_STEP
 
 
-def agreed(outcomes: tuple[Outcome, ...]) -> bool:
-    """Whether the check came back from every rank saying the world is in step."""
-    return all(isinstance(o, Returned) and o.value is True for o in outcomes)
+def state(outcomes: tuple[Outcome, ...]) -> str:
+    """The world's state from the check's outcomes: a check that did not come back from every
+    rank shows the world out of step (its own group did not meet)."""
+    said = {o.value if isinstance(o, Returned) else OUT_OF_STEP for o in outcomes}
+    return said.pop() if len(said) == 1 else OUT_OF_STEP
