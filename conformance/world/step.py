@@ -108,16 +108,18 @@ def in_step(ctx: RankContext) -> str:
     ``CANNOT_TELL`` after point-to-point traffic or without counters; else ``OUT_OF_STEP``
     (collective over the world)."""
     everyone: list[Any] = [None] * ctx.world_size
-    made = distributed_c10d._world.group_count
+    made = getattr(distributed_c10d._world, "group_count", None)
     dist.all_gather_object(everyone, (_ended["calls"], _ended["grown"], made))
-    if any(calls or grown is None for calls, grown, _ in everyone):
+    built = {made for _, _, made in everyone}
+    if len(built) > 1:
+        return OUT_OF_STEP
+    if None in built or any(calls or grown is None for calls, grown, _ in everyone):
         return CANNOT_TELL
     seen: dict[str, set[int]] = {}
     for _, grown, _ in everyone:
         for group, n in grown.items():
             seen.setdefault(group, set()).add(n)
-    alike = len({made for _, _, made in everyone}) == 1
-    return IN_STEP if alike and all(len(values) == 1 for values in seen.values()) else OUT_OF_STEP
+    return IN_STEP if all(len(values) == 1 for values in seen.values()) else OUT_OF_STEP
 
 
 def state(outcomes: tuple[Outcome, ...]) -> str:
