@@ -19,7 +19,6 @@ from hypothesis import event
 
 from conformance.oracle.layout import local_shape_and_offset
 from conformance.oracle.mesh import coordinates
-from conformance.oracle.vocabulary import chunk_bounds
 from conformance.vocabulary import Partial, Placement, Replicate, Shard, StridedShard
 
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -235,7 +234,8 @@ def chunks(
     shape: Sequence[int], mesh_shape: Sequence[int], placements: Sequence[Placement]
 ) -> None:
     """The classes of the chunks a layout cuts: coordinates of different local shapes, and one
-    that holds nothing of a tensor that has elements."""
+    that holds nothing of a tensor that has elements. A chunk spec over ``k`` ranks along
+    ``dim`` cuts as the 1-D layout ``[S(dim)]`` on ``k`` coordinates (the same chunk rule)."""
     held = [
         local_shape_and_offset(shape, mesh_shape, placements, c)[0] for c in coordinates(mesh_shape)
     ]
@@ -251,11 +251,10 @@ def memory(tensor: torch.Tensor, memory: str) -> None:
     """The class of an input laid out in ``memory`` (``oracle.tensors.laid_out``), where it is
     not contiguous in effect."""
     if not tensor.is_contiguous():
-        note(
-            {"transposed": "memory: a transposed view", "strided": "memory: a strided slice"}[
-                memory
-            ]
-        )
+        note(_MEMORY_CLASSES[memory])
+
+
+_MEMORY_CLASSES = {"transposed": "memory: a transposed view", "strided": "memory: a strided slice"}
 
 
 def transposed(shapes: Sequence[Sequence[int]]) -> None:
@@ -263,17 +262,6 @@ def transposed(shapes: Sequence[Sequence[int]]) -> None:
     ``codec.seeded``), where one of them is not contiguous in effect."""
     if any(len(s) >= 2 and min(s) > 1 for s in shapes):
         note("memory: a transposed view")
-
-
-def chunked(shape: Sequence[int], dim: int, pieces: int) -> None:
-    """The classes of ``shape`` cut into ``pieces`` chunks along ``dim`` (a chunk spec)."""
-    lengths = [hi - lo for lo, hi in (chunk_bounds(shape[dim], pieces, c) for c in range(pieces))]
-    labels = []
-    if len(set(lengths)) > 1:
-        labels.append("chunks: uneven")
-    if math.prod(shape) and 0 in lengths:
-        labels.append("chunks: an empty chunk of a non-empty tensor")
-    note(*labels)
 
 
 def never_drawn(families: Sequence[str], drawn: Counter[str], max_ranks: int) -> list[str]:

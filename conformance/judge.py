@@ -12,7 +12,7 @@ blames them all.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NoReturn
 
 import pytest
@@ -20,9 +20,11 @@ import torch
 from hypothesis import assume, currently_in_test_context
 
 from conformance import known_failures, symptoms
+from conformance.oracle.placements import partial_op
 from conformance.oracle.vocabulary import VALID, Verdict
 from conformance.report import NOT_CLAIMED
 from conformance.symptoms import Symptom
+from conformance.vocabulary import parse_placements
 from conformance.world import CaseResult, Raised, Returned
 from conformance.world.ledger import LEDGER
 from conformance.world.protocol import BUILT_FACT, RULE_ID
@@ -33,6 +35,19 @@ def requires(impl: Any, *capabilities: str) -> None:
     missing = [c for c in capabilities if c not in impl.capabilities]
     if missing:
         pytest.skip(f"{NOT_CLAIMED}: {', '.join(missing)}")
+
+
+def assume_layout_claimed(
+    impl: Any, world_size: int, ranks: Sequence[int], placements: Sequence[str]
+) -> None:
+    """The capabilities a DTensor layout needs: ``sub_groups`` for a mesh smaller than the world,
+    ``strided_shard`` for ``_S``, ``partial:<op>`` for ``P(op)``."""
+    if len(ranks) < world_size:
+        assume_claimed(impl, "sub_groups")
+    if any(p.startswith("_S") for p in placements):
+        assume_claimed(impl, "strided_shard")
+    if op := partial_op(parse_placements(list(placements))):
+        assume_claimed(impl, f"partial:{op}")
 
 
 def assume_claimed(impl: Any, *capabilities: str) -> None:

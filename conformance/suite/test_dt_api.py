@@ -66,15 +66,6 @@ def _distribute_rule(placements: list[str], src_data_rank: int | None) -> str:
     return "DT-API-3" if src_data_rank is None else "DT-API-2"
 
 
-def _requires_layout(impl, world_size: int, ranks: list[int], placements: list[str]) -> None:
-    if len(ranks) < world_size:
-        judge.assume_claimed(impl, "sub_groups")
-    if any(p.startswith("_S") for p in placements):
-        judge.assume_claimed(impl, "strided_shard")
-    if op := partial_op(parse_placements(placements)):
-        judge.assume_claimed(impl, f"partial:{op}")
-
-
 @pytest.mark.rules("DT-API-1", "DT-API-2", "DT-API-3", "DT-API-4", "DT-API-5", "DT-API-12",
                    "DT-API-13", "DT-API-14", "DT-MESH-8", "DT-MESH-9", "DT-PLACE-11",
                    "DT-REDIST-7", "DT-REDIST-8")  # fmt: skip
@@ -88,7 +79,7 @@ def test_distribute_slices_the_source_ranks_tensor_or_each_ranks_own(
     ``full_tensor`` reduces them back within the partition's rounding."""
     judge.requires(impl, "dtensor")
     world_size, args = data.draw(distributions(available_world_sizes))
-    _requires_layout(impl, world_size, args["mesh_ranks"], args["placements"])
+    judge.assume_layout_claimed(impl, world_size, args["mesh_ranks"], args["placements"])
     given_ = laid_out(make_global(args["shape"], args["dtype"], args["seed"]), args["memory"])
     edges.memory(given_, args["memory"])
     result = run_case("dtensor:distribute", world_size, **args)
@@ -196,7 +187,7 @@ def test_from_local_wraps_a_valid_layout_and_run_check_rejects_the_rest(
 ):
     judge.requires(impl, "dtensor")
     world_size, args = data.draw(from_locals(available_world_sizes))
-    _requires_layout(impl, world_size, args["mesh_ranks"], args["placements"])
+    judge.assume_layout_claimed(impl, world_size, args["mesh_ranks"], args["placements"])
     mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
     placements = parse_placements(args["placements"])
     coords = by_rank(mesh)
@@ -329,8 +320,8 @@ def test_a_collective_call_needs_one_placement_list_and_source_on_every_rank(
         pytest.skip("needs a world of 2 ranks or more")
     world_size, args = data.draw(disagreements(sizes))
     fault = args["fault"]
-    _requires_layout(impl, world_size, args["mesh_ranks"], args["placements"])
-    _requires_layout(impl, world_size, args["mesh_ranks"], fault["placements"])
+    judge.assume_layout_claimed(impl, world_size, args["mesh_ranks"], args["placements"])
+    judge.assume_layout_claimed(impl, world_size, args["mesh_ranks"], fault["placements"])
     mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
     by_rank_args = {r: fault if r == fault["rank"] else args for r in range(world_size)}
     verdicts = dt_api.verdicts_by_rank(
@@ -420,7 +411,7 @@ def test_factories_build_the_layout_dtype_and_fill_of_any_placements(
     judge.requires(impl, "dtensor", "dtensor_factories")
     world_size, args = data.draw(factory_calls(available_world_sizes))
     placed = args["placements"] or ["R"] * len(args["mesh_shape"])
-    _requires_layout(impl, world_size, args["mesh_ranks"], placed)
+    judge.assume_layout_claimed(impl, world_size, args["mesh_ranks"], placed)
     result = run_case("dtensor:factory", world_size, **args)
     values = judge.assert_collective_verdict(result, VALID, rule="DT-API-16")
     context = result.replay_command()

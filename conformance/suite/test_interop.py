@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from conformance import edges, judge
 from conformance import strategies as ss
 from conformance.oracle import interop as oracle
-from conformance.oracle.placements import partial_op
 from conformance.oracle.st_metadata import ShardMeta, TensorMeta, parse_remote_device
 from conformance.oracle.st_sharding_spec import ChunkSpec, chunk_shards
 from conformance.oracle.st_validation import layout_verdict
@@ -125,12 +124,7 @@ def test_a_checkpoint_writes_each_box_once_from_a_rank_that_holds_it(
     world_size, args = data.draw(live_layouts(available_world_sizes))
     shape, mesh_shape, ranks = args["shape"], args["mesh_shape"], args["mesh_ranks"]
     mesh, placements = Mesh(tuple(mesh_shape), tuple(ranks)), parse_placements(args["placements"])
-    if len(ranks) < world_size:
-        judge.assume_claimed(impl, "sub_groups")
-    if any(p.startswith("_S") for p in args["placements"]):
-        judge.assume_claimed(impl, "strided_shard")
-    if op := partial_op(placements):
-        judge.assume_claimed(impl, f"partial:{op}")
+    judge.assume_layout_claimed(impl, world_size, ranks, args["placements"])
     verdict = oracle.to_sharded_metadata_verdict(shape, mesh_shape, placements)
     expected = oracle.to_sharded_metadata(shape, args["dtype"], mesh, placements)
     layout = [s.to_json() for s in expected.shards] if verdict.ok else []

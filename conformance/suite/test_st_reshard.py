@@ -19,6 +19,7 @@ from conformance.oracle.st_sharding_spec import (
     chunk_shards,
 )
 from conformance.oracle.tensors import make_global
+from conformance.vocabulary import Shard
 
 FAULTS = ["none", "none", "identity", "enum_source", "enum_target", "repeat", "missing",
           "dim_range", "non_member", "not_spec"]  # fmt: skip
@@ -45,7 +46,7 @@ def _note_edges(args: dict, world_size: int) -> None:
     for spec in (old, new):
         dim = spec.get("dim") if isinstance(spec, dict) and "ranks" in spec else None
         if type(dim) is int and -n <= dim < n:
-            edges.chunked(args["shape"], dim % n, len(spec["ranks"]))
+            edges.chunks(args["shape"], [len(spec["ranks"])], [Shard(dim % n)])
     chunks = isinstance(new, dict) and "ranks" in old and "ranks" in new
     if chunks and sorted(old["ranks"]) == sorted(new["ranks"]) == args["group"]:
         edges.permutation(old["ranks"], new["ranks"])

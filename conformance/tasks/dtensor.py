@@ -99,15 +99,30 @@ def checkpoint_plan(
     mesh_ranks: list[int],
     placements: list[str],
 ) -> dict[str, Any]:
-    """The checkpoint plan of a DTensor built with ``from_local`` (``source_local`` per
-    coordinate, ``run_check=False``, the global shape and stride given: the constructor that
-    takes any layout as it is) on every rank of the world; report the plan."""
+    """The checkpoint plan of the layout's DTensor (``_wrapped``) on every rank of the world."""
     adapter = adapters.load(impl)
-    device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
-    local = codec.local_input(ctx.rank, shape, dtype, seed, mesh_shape, mesh_ranks, placements)
-    dt = adapter.dt_from_local(local.to(ctx.device), device_mesh, placements, False, shape,
-                               contiguous_stride(shape))  # fmt: skip
+    dt = _wrapped(ctx, impl, shape, dtype, seed, mesh_shape, mesh_ranks, placements)
     return adapter.dt_checkpoint_plan(dt)
+
+
+def _wrapped(
+    ctx: RankContext,
+    impl: str,
+    shape: list[int],
+    dtype: str,
+    seed: int,
+    mesh_shape: list[int],
+    mesh_ranks: list[int],
+    placements: list[str],
+) -> Any:
+    """The DTensor of ``placements`` built with ``from_local`` from each coordinate's slice of
+    the seeded tensor (``source_local``), ``run_check=False``, the global shape and stride given:
+    the constructor that takes any layout, ``P`` and strided shards included, as it is."""
+    local = codec.local_input(ctx.rank, shape, dtype, seed, mesh_shape, mesh_ranks, placements)
+    device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
+    return adapters.load(impl).dt_from_local(
+        local.to(ctx.device), device_mesh, placements, False, shape, contiguous_stride(shape)
+    )
 
 
 def mesh_facts(
@@ -273,16 +288,11 @@ def partial_redistribute(
     other_mesh: bool = False,
     full: bool = True,
 ) -> dict[str, Any]:
-    """Build the source with ``from_local`` (``source_local`` per coordinate, ``run_check=False``,
-    global shape and stride given), redistribute to ``target`` (on the mesh of the reversed rank
-    list if ``other_mesh``); report the new local, metadata, ``full_tensor`` (if ``full``) and
-    the source DTensor's local tensor and placements after the call."""
+    """Build the source (``_wrapped``), redistribute to ``target`` (on the mesh of the reversed
+    rank list if ``other_mesh``); report the new local, metadata, ``full_tensor`` (if ``full``)
+    and the source DTensor's local tensor and placements after the call."""
     adapter = adapters.load(impl)
-    device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
-    local = codec.local_input(ctx.rank, shape, dtype, seed, mesh_shape, mesh_ranks, source)
-    local = local.to(ctx.device)
-    stride = contiguous_stride(shape)
-    dt = adapter.dt_from_local(local, device_mesh, source, False, shape, stride)
+    dt = _wrapped(ctx, impl, shape, dtype, seed, mesh_shape, mesh_ranks, source)
     held = adapter.dt_to_local(dt).clone()
     other = mesh(ctx, impl, mesh_shape, mesh_ranks[::-1]) if other_mesh else None
     moved = adapter.dt_redistribute(dt, target, other)
