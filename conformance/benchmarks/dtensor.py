@@ -1,10 +1,10 @@
 """Figures, not pass/fail: reference redistribute beside PyTorch's DTensor and beside the one
-raw collective that moves the same bytes (the floor: no implementation of the transition can do
-better on this world), on one 4-rank Gloo world, 64 MiB float32; and the bytes each transition
-moves against its lower bound.
+raw collective that moves the same bytes into a new tensor (the floor: no implementation of the
+transition can do better on this world; ``floors`` says why "into a new tensor"), on one 4-rank
+Gloo world, 64 MiB float32; and the bytes each transition moves against its lower bound.
 
-Bytes are counted from outside the reference, at the ``torch.distributed`` calls it makes
-(``counting_receives``): what this rank receives, the padding that evens out Gloo's sizes
+Bytes are counted from outside the reference, at the ``torch.distributed`` calls its data path
+makes (``counting_receives``): what this rank receives, the padding that evens out Gloo's sizes
 included. An all-reduce counts what a bandwidth-optimal one receives, ``2 (k - 1) / k`` of the
 tensor (a reduce-scatter, then an all-gather: the ring algorithm of Gloo and NCCL).
 
@@ -21,6 +21,8 @@ import argparse
 import contextlib
 import statistics
 import time
+import types
+import unittest.mock
 from collections.abc import Callable, Iterator
 
 import torch
@@ -30,7 +32,7 @@ from torch.distributed.device_mesh import DeviceMesh as TorchMesh
 
 from conformance.world import Case, LocalWorld
 from conformance.world.rank import RankContext
-from reference.dtensor import DeviceMesh, DTensor
+from reference.dtensor import DeviceMesh, DTensor, collectives
 from reference.dtensor.layout import local_shape_and_offset
 from reference.dtensor.placements import parse
 
@@ -46,43 +48,39 @@ TORCH_PLACEMENT = {
 
 @contextlib.contextmanager
 def counting_receives() -> Iterator[list[int]]:
-    """Count the bytes this rank receives through the ``torch.distributed`` calls the reference's
-    collectives make (``reference/dtensor/collectives.py``)."""
+    """Count the bytes this rank receives through the ``torch.distributed`` calls of the
+    reference's data path, ``reference/dtensor/collectives.py``: its module sees a ``dist`` that
+    counts, everything else (the verdict exchanged before data moves) the real one."""
     received = [0]
     size = dist.get_world_size
-
-    def count(name, got):
-        original = getattr(dist, name)
-
-        def counted(*args, **kwargs):
-            received[0] += got(*args, **kwargs)
-            return original(*args, **kwargs)
-
-        return name, original, counted
 
     def nbytes(t: torch.Tensor) -> int:
         return t.numel() * t.element_size()
 
-    wrappers = [
-        count("all_gather_into_tensor", lambda out, inp, group=None: nbytes(out) - nbytes(inp)),
-        count("all_to_all_single", lambda out, inp, output_split_sizes, input_split_sizes,
-              group=None: (out.numel() - output_split_sizes[dist.get_rank(group)])
-              * out.element_size()),
-        count("all_reduce",
-              lambda t, op=None, group=None: 2 * (size(group) - 1) * nbytes(t) // size(group)),
-        count("reduce_scatter_tensor",
-              lambda out, inp, op=None, group=None: (size(group) - 1) * nbytes(out)),
-        count("broadcast",
-              lambda t, src, group=None: 0 if dist.get_rank() == src else nbytes(t)),
-        count("recv", lambda t, src=None, **_: nbytes(t)),
-    ]  # fmt: skip
-    for name, _, counted in wrappers:
-        setattr(dist, name, counted)
-    try:
+    got = {
+        "all_gather_into_tensor": lambda out, inp, group=None: nbytes(out) - nbytes(inp),
+        "all_to_all_single": lambda out, inp, output_split_sizes, input_split_sizes, group=None: (
+            (out.numel() - output_split_sizes[dist.get_rank(group)]) * out.element_size()
+        ),
+        "all_reduce": lambda t, op=None, group=None: (
+            2 * (size(group) - 1) * nbytes(t) // size(group)
+        ),
+        "reduce_scatter_tensor": lambda out, inp, op=None, group=None: (
+            (size(group) - 1) * nbytes(out)
+        ),
+        "broadcast": lambda t, src, group=None: 0 if dist.get_rank() == src else nbytes(t),
+    }
+
+    def counted(name: str) -> Callable:
+        def call(*args, **kwargs):
+            received[0] += got[name](*args, **kwargs)
+            return getattr(dist, name)(*args, **kwargs)
+
+        return call
+
+    counting = types.SimpleNamespace(**{**vars(dist), **{name: counted(name) for name in got}})
+    with unittest.mock.patch.object(collectives, "dist", counting):
         yield received
-    finally:
-        for name, original, _ in wrappers:
-            setattr(dist, name, original)
 
 
 def _numel(shape) -> int:
@@ -103,18 +101,48 @@ def lower_bound(src: str, tgt: str, k: int, c: int) -> int:
     return (_numel(target) - overlap) * 4
 
 
-def floor(src: str, tgt: str, k: int) -> Callable[[], None]:
+def floors(src: str, tgt: str, k: int) -> dict[str, Callable[[], None]]:
     """The one raw collective that moves what the transition must move: all-gather for S->R,
-    all-to-all for S(0)->S(1), all-reduce for P->R, reduce-scatter for P->S."""
+    all-to-all for S(0)->S(1), all-reduce for P->R, reduce-scatter for P->S.
+
+    ``floor`` runs it out of place, as the transition must (its result is a new tensor that
+    shares no memory with the source, DT-REDIST-12), from the layout the transition sends (the
+    column chunks of S(0) -> S(1), ``packed``): into a new output, and for the all-reduce,
+    which c10d runs in place only, into a copy of the input (PyTorch's out-of-place
+    ``all_reduce`` of ``torch.distributed._functional_collectives`` is that copy and the
+    collective). ``in place`` reuses one output across runs and sends the row blocks as they lie:
+    the bare transport, which no operation that returns a new tensor can reach, as a new
+    tensor's memory is written for the first time.
+    """
     full = torch.randn(SHAPE)
     block = torch.empty(SHAPE[0] // k, SHAPE[1])
     if src.startswith("P"):
         if tgt == "R":
-            return lambda: dist.all_reduce(full)
-        return lambda: dist.reduce_scatter_tensor(block, full)
+            return {
+                "floor": lambda: dist.all_reduce(full.clone()),
+                "in place": lambda: dist.all_reduce(full),
+            }
+        return {
+            "floor": lambda: dist.reduce_scatter_tensor(torch.empty_like(block), full),
+            "in place": lambda: dist.reduce_scatter_tensor(block, full),
+        }
     if tgt == "R":
-        return lambda: dist.all_gather_into_tensor(full, block)
-    return lambda: dist.all_to_all_single(torch.empty_like(block), block)
+        return {
+            "floor": lambda: dist.all_gather_into_tensor(torch.empty_like(full), block),
+            "in place": lambda: dist.all_gather_into_tensor(full, block),
+        }
+    other = torch.empty_like(block)
+    return {
+        "floor": lambda: dist.all_to_all_single(torch.empty_like(block), packed(block, k)),
+        "in place": lambda: dist.all_to_all_single(other, block),
+    }
+
+
+def packed(block: torch.Tensor, k: int) -> torch.Tensor:
+    """``block``'s ``k`` column chunks one after another: what S(0) -> S(1) sends must lie so,
+    as c10d sends contiguous buffers, so the floor pays for this one copy too."""
+    rows, cols = block.shape
+    return block.view(rows, k, cols // k).transpose(0, 1).contiguous()
 
 
 def time_case(ctx: RankContext, src: str, tgt: str, repeats: int) -> dict:
@@ -127,16 +155,19 @@ def time_case(ctx: RankContext, src: str, tgt: str, repeats: int) -> dict:
     theirs = tdt.DTensor.from_local(
         local, tmesh, [TORCH_PLACEMENT[src]], shape=torch.Size(SHAPE), stride=(SHAPE[1], 1)
     )
-    times: dict[str, list[float]] = {"reference": [], "torch": [], "floor": []}
+    times: dict[str, list[float]] = {"reference": [], "torch": [], "floor": [], "in place": []}
+    raw = floors(src, tgt, k)
     moved = 0
     for repeat in range(repeats):
         # Rotate the order so no side always runs on a warmer machine.
         runs = [
             ("reference", lambda: ours.redistribute(mesh, parse(tgt)).to_local()),
             ("torch", lambda: theirs.redistribute(tmesh, [TORCH_PLACEMENT[tgt]]).to_local()),
-            ("floor", floor(src, tgt, k)),
+            ("floor", raw["floor"]),
+            ("in place", raw["in place"]),
         ]
-        for name, run in runs[repeat % 3 :] + runs[: repeat % 3]:
+        turn = repeat % len(runs)
+        for name, run in runs[turn:] + runs[:turn]:
             dist.barrier()
             began = time.perf_counter()
             if name == "reference":
@@ -151,6 +182,7 @@ def time_case(ctx: RankContext, src: str, tgt: str, repeats: int) -> dict:
         "reference_s": statistics.median(times["reference"]),
         "torch_s": statistics.median(times["torch"]),
         "floor_s": statistics.median(times["floor"]),
+        "in_place_s": statistics.median(times["in place"]),
         "received": moved,
         "bound": lower_bound(src, tgt, k, ctx.rank),
     }
@@ -163,7 +195,8 @@ def main() -> None:
     print(f"4-rank Gloo world, {SHAPE} float32 (64 MiB), median of {args.repeats}")
     print(
         f"{'transition':<16}{'ref ms':>9}{'torch ms':>10}{'ref/torch':>10}{'floor ms':>10}"
-        f"{'ref/floor':>10}{'received MiB':>14}{'bound MiB':>11}"
+        f"{'ref/floor':>10}{'in place ms':>12}{'ref/in place':>13}{'received MiB':>14}"
+        f"{'bound MiB':>11}"
     )
     with LocalWorld(4, "gloo", case_timeout_s=600, grace_s=5) as world:
         for src, tgt in TRANSITIONS:
@@ -175,12 +208,13 @@ def main() -> None:
             ref_s = max(r["reference_s"] for r in ranks)
             torch_s = max(r["torch_s"] for r in ranks)
             floor_s = max(r["floor_s"] for r in ranks)
+            in_place_s = max(r["in_place_s"] for r in ranks)
             moved = sum(r["received"] for r in ranks) / 2**20
             bound = sum(r["bound"] for r in ranks) / 2**20
             print(
                 f"{src + ' -> ' + tgt:<16}{ref_s * 1e3:>9.1f}{torch_s * 1e3:>10.1f}"
                 f"{ref_s / torch_s:>10.2f}{floor_s * 1e3:>10.1f}{ref_s / floor_s:>10.2f}"
-                f"{moved:>14.1f}{bound:>11.1f}"
+                f"{in_place_s * 1e3:>12.1f}{ref_s / in_place_s:>13.2f}{moved:>14.1f}{bound:>11.1f}"
             )
 
 

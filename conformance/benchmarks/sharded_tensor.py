@@ -4,13 +4,14 @@
 
 Prints
 - for shard (from rank 0 into row chunks), gather (row chunks to rank 0) and reshard (row chunks
-  to column chunks): the bytes the reference sent, counted at ``batch_isend_irecv`` while it
-  ran, against the lower bound (every element whose owner changes, sent once); the excess is
-  the padding;
+  to column chunks): the bytes the reference sent to other ranks, counted at its all-to-all
+  while it ran, against the lower bound (every element whose owner changes, sent once); the
+  excess is the padding;
 - the time of each as the ratio reference / PyTorch, and as the ratio reference / floor, the one
   raw collective that moves the same bytes on the same world (scatter for shard, gather for
-  gather, all-to-all for reshard: no implementation can do better): median of the repeats, same
-  world, same tensor, the three run in turn so none always meets the warmer machine;
+  gather, all-to-all of the packed column chunks for reshard; into a new tensor where the
+  operation returns one: no implementation can do better): median of the repeats, same world,
+  same tensor, the three run in turn so none always meets the warmer machine;
 - the time of overlap + coverage validation of a 256 x 256 grid of shards (65,536 shards) as the
   ratio reference / PyTorch's ``validate_non_overlapping_shards_metadata`` + ``check_tensor``.
 """
@@ -23,6 +24,8 @@ import functools
 import math
 import statistics
 import time
+import types
+import unittest.mock
 import warnings
 from collections.abc import Callable, Iterator
 
@@ -32,26 +35,26 @@ import torch.distributed as dist
 import reference.sharded_tensor as ref
 from conformance.world import Case, LocalWorld
 from conformance.world.rank import RankContext
+from reference.sharded_tensor import transfer
 
 
 @contextlib.contextmanager
 def counting_sends() -> Iterator[list[int]]:
-    """Count the bytes this rank hands to ``batch_isend_irecv`` to send: every byte of data the
-    reference moves passes there (the verdict exchange of validation aside)."""
+    """Count the bytes this rank sends to other ranks through the one collective of the
+    reference's data path, ``transfer``'s all-to-all (what a rank sends itself stays here); its
+    module sees a ``dist`` that counts, everything else (the verdict exchanged before data
+    moves) the real one."""
     sent = [0]
-    original = dist.batch_isend_irecv
 
-    def counted(ops: list[dist.P2POp]) -> list:
-        sent[0] += sum(
-            o.tensor.numel() * o.tensor.element_size() for o in ops if o.op is dist.isend
+    def counted(output, input, output_split_sizes, input_split_sizes, group=None):
+        sent[0] += sum(input_split_sizes) - input_split_sizes[dist.get_rank(group)]
+        return dist.all_to_all_single(
+            output, input, output_split_sizes, input_split_sizes, group=group
         )
-        return original(ops)
 
-    dist.batch_isend_irecv = counted
-    try:
+    counting = types.SimpleNamespace(**{**vars(dist), "all_to_all_single": counted})
+    with unittest.mock.patch.object(transfer, "dist", counting):
         yield sent
-    finally:
-        dist.batch_isend_irecv = original
 
 
 def owners(shards: list[ref.ShardMetadata], size: torch.Size) -> torch.Tensor:
@@ -71,15 +74,25 @@ def lower_bound(old: list, new: list, size: torch.Size, itemsize: int) -> int:
 
 
 def floors(ctx: RankContext, side: int) -> dict[str, Callable[[], object]]:
-    """Each operation's floor: the raw collective that moves one row block per rank."""
+    """Each operation's floor: the raw collective that moves one row block per rank, into new
+    tensors where the operation returns new tensors (shard, reshard) and into the one given
+    where it writes the caller's (gather's ``out``)."""
     k, first = ctx.world_size, ctx.rank == 0
     block = torch.randn(side // k, side)
     blocks = [torch.empty_like(block) for _ in range(k)] if first else None
     return {
-        "shard": lambda: dist.scatter(block, blocks, src=0),
+        "shard": lambda: dist.scatter(torch.empty_like(block), blocks, src=0),
         "gather": lambda: dist.gather(block, blocks, dst=0),
-        "reshard": lambda: dist.all_to_all_single(torch.empty_like(block), block),
+        "reshard": lambda: dist.all_to_all_single(torch.empty_like(block), packed(block, k)),
     }
+
+
+def packed(block: torch.Tensor, k: int) -> torch.Tensor:
+    """``block``'s ``k`` column chunks one after another: what a reshard from row chunks to
+    column chunks sends must lie so, as c10d sends contiguous buffers, so the floor pays for
+    this one copy too."""
+    rows, cols = block.shape
+    return block.view(rows, k, cols // k).transpose(0, 1).contiguous()
 
 
 def time_case(ctx: RankContext, side: int, repeats: int) -> dict[str, dict]:

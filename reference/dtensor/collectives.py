@@ -86,10 +86,22 @@ def all_to_all(
     split_positions: Sequence[range],
 ) -> torch.Tensor:
     """``S(gather_dim) -> S(split_dim)`` in one exchange: each coordinate sends every other
-    coordinate the part of its piece that the other keeps, and keeps only what it needs."""
+    coordinate the part of its piece that the other keeps, and keeps only what it needs.
+
+    Each side copies at most once: the outgoing parts are packed into one buffer (none is needed
+    when they already lie in group order along dim 0), and the received parts are the result
+    as they arrive when they are stacked along dim 0 in group order.
+    """
     order = _group_order(mesh, dim)
+    in_order = order == sorted(order)
     me = mesh.get_local_rank(dim)
-    outgoing = [take(local, split_dim, split_positions[c]).contiguous() for c in order]
+    outgoing = [take(local, split_dim, split_positions[c]) for c in order]
+    if split_dim == 0 and in_order:
+        send = local.contiguous().flatten()
+    else:
+        send = local.new_empty(local.numel())
+        for into, part in zip(send.split([t.numel() for t in outgoing]), outgoing, strict=True):
+            into.view(part.shape).copy_(part)
     mine = list(local.shape)
     mine[split_dim] = len(split_positions[me])
     shapes = []
@@ -100,16 +112,17 @@ def all_to_all(
     received = local.new_empty(sum(_numel(s) for s in shapes))
     dist.all_to_all_single(
         received,
-        torch.cat([t.flatten() for t in outgoing]),
+        send,
         output_split_sizes=[_numel(s) for s in shapes],
         input_split_sizes=[t.numel() for t in outgoing],
         group=mesh.get_group(dim),
     )
+    mine[gather_dim] = sum(gather_sizes)
+    if gather_dim == 0 and in_order:
+        return received.view(mine)
     pieces = [torch.empty(0)] * len(order)
-    for (coord, shape), flat in zip(
-        zip(order, shapes, strict=True),
-        received.split([_numel(s) for s in shapes]),
-        strict=True,
+    for coord, shape, flat in zip(
+        order, shapes, received.split([_numel(s) for s in shapes]), strict=True
     ):
         pieces[coord] = flat.view(shape)
     return torch.cat(pieces, gather_dim)
@@ -155,22 +168,39 @@ def broadcast(mesh: DeviceMesh, dim: int, local: torch.Tensor) -> torch.Tensor:
 
 
 def scatter_blocks(
-    source: int, blocks: dict[int, torch.Tensor] | None, shape: Sequence[int], dtype: torch.dtype
+    group: dist.ProcessGroup,
+    source: int,
+    blocks: dict[int, torch.Tensor] | None,
+    shape: Sequence[int],
+    dtype: torch.dtype,
 ) -> torch.Tensor:
-    """Send each rank its block from global rank ``source``; every other rank receives one block
-    of ``shape``. ``blocks`` (global rank -> block) is given on the source only."""
-    if blocks is not None:
-        requests = [
-            dist.isend(block.contiguous(), dst=rank)
-            for rank, block in blocks.items()
-            if rank != source
-        ]
-        for request in requests:
-            request.wait()
-        return blocks[source].clone(memory_format=torch.contiguous_format)
-    received = torch.empty(tuple(shape), dtype=dtype)
-    dist.recv(received, src=source)
-    return received
+    """Each member of ``group`` receives its block of ``shape`` from global rank ``source``.
+
+    ``blocks`` (global rank -> block) is given on the source only. The blocks travel in one
+    all-to-all in which only the source sends, packed into one buffer: a scatter with a size per
+    member (c10d's ``scatter`` wants equal sizes, and point-to-point messages would leave the
+    other members unable to tell that the group is in step).
+    """
+    members = dist.get_process_group_ranks(group)
+    received = torch.empty(_numel(shape), dtype=dtype)  # flat: the splits count elements
+    receive_sizes = [0] * len(members)
+    receive_sizes[members.index(source)] = received.numel()
+    if blocks is None:
+        send, send_sizes = received.new_empty(0), [0] * len(members)
+    else:
+        parts = [blocks[rank] for rank in members]
+        send_sizes = [part.numel() for part in parts]
+        send = received.new_empty(sum(send_sizes))
+        for into, part in zip(send.split(send_sizes), parts, strict=True):
+            into.view(part.shape).copy_(part)
+    dist.all_to_all_single(
+        received,
+        send,
+        output_split_sizes=receive_sizes,
+        input_split_sizes=send_sizes,
+        group=group,
+    )
+    return received.view(tuple(shape))
 
 
 def _numel(shape: Sequence[int]) -> int:

@@ -304,7 +304,9 @@ def distribute_tensor(
             device_mesh.rank_at(c): _block(tensor, device_mesh, placed, c)
             for c in device_mesh.coordinates()
         }
-    local = collectives.scatter_blocks(src_data_rank, blocks, [len(s) for s in mine], dtype)
+    local = collectives.scatter_blocks(
+        device_mesh.mesh_group, src_data_rank, blocks, [len(s) for s in mine], dtype
+    )
     return _partitioned(local, device_mesh, placed, shape, stride)
 
 

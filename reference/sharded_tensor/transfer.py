@@ -3,11 +3,11 @@
 ``shard`` is the move from a one-box layout on the source to the spec's layout, ``gather`` the
 move from the tensor's layout to a one-box layout on the destination, ``reshard`` the move from
 one spec's layout to another's. Each element of the tensor crosses the wire at most once, from
-the rank that holds it to the rank that needs it, with no padding.
+the rank that holds it to the rank that needs it, with no padding, in one all-to-all.
 
 Rules and where they live:
 
-- ERR-10, ST-GATHER-10, ST-RESHARD-11: ``transfer`` (each piece travels in its own dtype)
+- ERR-10, ST-GATHER-10, ST-RESHARD-11: ``transfer`` (pieces travel as their bytes)
 - ST-GATHER-8: ``window``, ``transfer`` (written through views of the target)
 - ST-GATHER-9: ``route`` (any boxes; empty pieces are skipped)
 """
@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from reference.sharded_tensor.metadata import ShardMetadata
+from reference.verdict import collective_device
 
 
 @dataclass(frozen=True)
@@ -78,35 +79,95 @@ def transfer(
     """Fill this rank's ``new_tensors`` (by index into ``new``) from every rank's
     ``old_tensors`` (by index into ``old``). A collective: every rank of ``group`` calls it.
 
-    Pieces are sent as they are (``contiguous()`` copies only a strided piece) and received
-    straight into their destination when that view is contiguous, else into a buffer that is
-    copied after the messages complete.
+    Every piece travels in one all-to-all over ``group``, as bytes (so any dtype travels
+    bitwise): each rank sends every rank, itself included, the pieces it holds of that rank's
+    boxes, in ``route``'s order, which both ends share. A collective, not point-to-point
+    messages, so that every member can tell that the group is in step afterwards: each ran
+    one more operation on it. The pieces a rank sends are packed into one buffer and those it
+    receives unpacked from one, except where they already lie one after another in a tensor's
+    memory (``in_place``): a row chunk sent from a source, received into a row window of
+    ``out``.
     """
     me = dist.get_rank()
-    ops, pending = [], []
+    members = dist.get_process_group_ranks(group)
+    outgoing: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in members]
+    incoming: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in members]
     for piece in route(old, new, me):
         sender, receiver = old[piece.source].placement.rank(), new[piece.target].placement.rank()
-        tag = piece.source * len(new) + piece.target
         if sender == me:
-            data = window(old_tensors[piece.source], old[piece.source], piece)
+            held = old_tensors[piece.source]
+            outgoing[members.index(receiver)].append((held, window(held, old[piece.source], piece)))
         if receiver == me:
-            into = window(new_tensors[piece.target], new[piece.target], piece)
-        if sender == receiver:
-            into.copy_(data)
-        elif sender == me:
-            ops.append(dist.P2POp(dist.isend, data.contiguous(), receiver, group, tag))
-        else:
-            contiguous = into.is_contiguous()
-            buffer = (
-                into
-                if contiguous
-                else torch.empty_like(into, memory_format=torch.contiguous_format)
-            )
-            ops.append(dist.P2POp(dist.irecv, buffer, sender, group, tag))
-            if not contiguous:
-                pending.append((into, buffer))
-    if ops:
-        for work in dist.batch_isend_irecv(ops):
-            work.wait()
-    for into, buffer in pending:
-        into.copy_(buffer)
+            into = new_tensors[piece.target]
+            incoming[members.index(sender)].append((into, window(into, new[piece.target], piece)))
+    sends = [p for pieces in outgoing for p in pieces]
+    receives = [p for pieces in incoming for p in pieces]
+    device = _device(group, sends + receives)
+    send = in_place(sends)
+    if send is None:
+        send = _buffer(sends, device)
+        for segment, (_, view) in _segments(send, sends):
+            segment.copy_(view)
+    receive = in_place(receives)
+    if receive is None:
+        receive = _buffer(receives, device)
+    dist.all_to_all_single(
+        receive,
+        send,
+        output_split_sizes=[sum(_nbytes(v) for _, v in pieces) for pieces in incoming],
+        input_split_sizes=[sum(_nbytes(v) for _, v in pieces) for pieces in outgoing],
+        group=group,
+    )
+    if in_place(receives) is None:
+        for segment, (_, view) in _segments(receive, receives):
+            view.copy_(segment)
+
+
+def in_place(pieces: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor | None:
+    """The bytes of every ``(tensor, view)`` piece, in order, as one flat view of ``tensor``'s
+    memory when the views are contiguous windows of one contiguous tensor, each starting where
+    the one before it ends; else ``None`` (the pieces must be packed)."""
+    if not pieces or any(t is not pieces[0][0] or not v.is_contiguous() for t, v in pieces):
+        return None
+    tensor = pieces[0][0]
+    if not tensor.is_contiguous():
+        return None
+    start = pieces[0][1].storage_offset() - tensor.storage_offset()
+    at = start
+    for _, view in pieces:
+        if view.storage_offset() - tensor.storage_offset() != at:
+            return None
+        at += view.numel()
+    size = tensor.element_size()
+    return _bytes(tensor)[start * size : at * size]
+
+
+def _bytes(tensor: torch.Tensor) -> torch.Tensor:
+    """A contiguous tensor's memory as a flat tensor of bytes (no copy)."""
+    return tensor.reshape(-1).view(torch.uint8)
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+Pieces = list[tuple[torch.Tensor, torch.Tensor]]  # (tensor, view of it), in route order
+
+
+def _buffer(pieces: Pieces, device: torch.device) -> torch.Tensor:
+    return torch.empty(sum(_nbytes(v) for _, v in pieces), dtype=torch.uint8, device=device)
+
+
+def _segments(buffer: torch.Tensor, pieces: Pieces) -> list[tuple[torch.Tensor, tuple]]:
+    """Each piece beside its stretch of ``buffer``, shaped and typed as its view."""
+    parts = buffer.split([_nbytes(v) for _, v in pieces])
+    return [
+        (part.view(v.dtype).view(v.shape), (t, v))
+        for part, (t, v) in zip(parts, pieces, strict=True)
+    ]
+
+
+def _device(group: dist.ProcessGroup, pieces: Pieces) -> torch.device:
+    """Where this rank's buffers live: with its tensors, or where ``group`` takes tensors when it
+    holds none of the pieces."""
+    return pieces[0][1].device if pieces else collective_device(group)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import io
+import unittest.mock
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -17,6 +18,7 @@ import torch.distributed as dist
 import reference.sharded_tensor as st
 from conformance.benchmarks.sharded_tensor import counting_sends
 from conformance.world import RankContext
+from reference import verdict
 from reference.sharded_tensor import Shard
 from reference.sharded_tensor import ShardMetadata as SM
 
@@ -711,3 +713,19 @@ def _out0(ctx: RankContext) -> torch.Tensor | None:
 def violation(ctx: RankContext, case: str, bad: int) -> None:
     """Run violation ``case`` with the broken input on rank ``bad`` (-1: on every rank)."""
     VIOLATIONS[case].run(ctx, bad in (ctx.rank, -1))
+
+
+def gathered_bytes(ctx: RankContext, lengths: list[int]) -> tuple[list[bytes], int]:
+    """Every rank's message of ``lengths[rank]`` bytes, as ``verdict.gather_bytes`` returns it
+    here, and how many all-gathers it took."""
+    calls = [0]
+    original = dist.all_gather_into_tensor
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    message = bytes((ctx.rank * 7 + i) % 256 for i in range(lengths[ctx.rank]))
+    with unittest.mock.patch.object(dist, "all_gather_into_tensor", counted):
+        messages = verdict.gather_bytes(dist.group.WORLD, message)
+    return messages, calls[0]

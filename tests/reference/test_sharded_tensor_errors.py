@@ -7,6 +7,7 @@ import pytest
 from st_tasks import VIOLATIONS
 
 from conformance.world import Case, CaseResult, Raised
+from reference.verdict import SLOT_BYTES
 
 
 def assert_every_rank_raised(result: CaseResult, error: str, rule: str) -> None:
@@ -36,3 +37,21 @@ def test_the_verdict_does_not_depend_on_which_rank_is_wrong(world_pool, case):
     for bad_rank in (0, 1):
         result = world_pool.get(2).run(Case("st_tasks:violation", {"case": case, "bad": bad_rank}))
         assert_every_rank_raised(result, error, rule)
+
+
+@pytest.mark.rules("ERR-7")
+@pytest.mark.parametrize(
+    ("lengths", "gathers"),
+    [
+        ([40, SLOT_BYTES, 0], 1),  # every message fits a slot: one round trip
+        ([40, SLOT_BYTES + 1, 0], 2),  # one does not: every rank gathers again
+        ([3 * SLOT_BYTES, 5, 2 * SLOT_BYTES], 2),
+    ],
+)
+def test_the_verdict_exchange_is_one_all_gather_unless_a_message_outgrows_its_slot(
+    world_pool, lengths, gathers
+):
+    """Every rank gets every message byte for byte, and all ranks gather as often."""
+    result = world_pool.get(3).run(Case("st_tasks:gathered_bytes", {"lengths": lengths}))
+    expected = [bytes((r * 7 + i) % 256 for i in range(n)) for r, n in enumerate(lengths)]
+    assert result.values() == [(expected, gathers)] * 3, result.report("gather_bytes")
