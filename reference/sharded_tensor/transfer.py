@@ -68,6 +68,9 @@ def window(tensor: torch.Tensor, shard: ShardMetadata, piece: Piece) -> torch.Te
     return tensor
 
 
+Pieces = list[tuple[torch.Tensor, torch.Tensor]]  # (tensor, view of it), in route order
+
+
 @torch.no_grad()
 def transfer(
     group: dist.ProcessGroup,
@@ -90,8 +93,8 @@ def transfer(
     """
     me = dist.get_rank()
     members = dist.get_process_group_ranks(group)
-    outgoing: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in members]
-    incoming: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in members]
+    outgoing: list[Pieces] = [[] for _ in members]  # by group rank of the receiver
+    incoming: list[Pieces] = [[] for _ in members]  # by group rank of the sender
     for piece in route(old, new, me):
         sender, receiver = old[piece.source].placement.rank(), new[piece.target].placement.rank()
         if sender == me:
@@ -109,7 +112,8 @@ def transfer(
         for segment, (_, view) in _segments(send, sends):
             segment.copy_(view)
     receive = in_place(receives)
-    if receive is None:
+    unpack = receive is None
+    if unpack:
         receive = _buffer(receives, device)
     dist.all_to_all_single(
         receive,
@@ -118,12 +122,12 @@ def transfer(
         input_split_sizes=[sum(_nbytes(v) for _, v in pieces) for pieces in outgoing],
         group=group,
     )
-    if in_place(receives) is None:
+    if unpack:
         for segment, (_, view) in _segments(receive, receives):
             view.copy_(segment)
 
 
-def in_place(pieces: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor | None:
+def in_place(pieces: Pieces) -> torch.Tensor | None:
     """The bytes of every ``(tensor, view)`` piece, in order, as one flat view of ``tensor``'s
     memory when the views are contiguous windows of one contiguous tensor, each starting where
     the one before it ends; else ``None`` (the pieces must be packed)."""
@@ -149,9 +153,6 @@ def _bytes(tensor: torch.Tensor) -> torch.Tensor:
 
 def _nbytes(tensor: torch.Tensor) -> int:
     return tensor.numel() * tensor.element_size()
-
-
-Pieces = list[tuple[torch.Tensor, torch.Tensor]]  # (tensor, view of it), in route order
 
 
 def _buffer(pieces: Pieces, device: torch.device) -> torch.Tensor:
