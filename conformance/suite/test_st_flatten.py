@@ -176,7 +176,10 @@ def test_an_empty_inner_shard_starting_where_a_full_one_starts_is_flattened_like
     impl, available_world_sizes, run_case, data
 ):
     judge.requires(impl, "sharded_tensor")
-    world_size, args = data.draw(empty_inner_shard_cases(available_world_sizes))
+    sizes = [n for n in available_world_sizes if n > 1]  # one rank holds no empty box
+    if not sizes:
+        pytest.skip("needs a world of 2 ranks or more")
+    world_size, args = data.draw(empty_inner_shard_cases(sizes))
     result = run_case("sharded_tensor:flatten_checked", world_size, **args)
     # The layout is valid (ST-VALID): every rank builds it and flattens it to ST-FLAT-7's boxes.
     values = judge.all_returned(result, rule="ST-FLAT-7")
