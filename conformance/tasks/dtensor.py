@@ -184,9 +184,10 @@ def with_placements(
     elif api == "from_local":
         result = adapter.dt_from_local(tensor, device_mesh, placements, run_check, None, None)
     else:
-        replicated = adapter.dt_distribute(
-            tensor, device_mesh, ["R"] * len(mesh_shape), mesh_ranks[0]
-        )
+        with codec.building():
+            replicated = adapter.dt_distribute(
+                tensor, device_mesh, ["R"] * len(mesh_shape), mesh_ranks[0]
+            )
         result = adapter.dt_redistribute(replicated, placements)
     return adapter.dt_describe(result)
 
