@@ -118,11 +118,17 @@ def _all_gather(group: dist.ProcessGroup, data: torch.Tensor, width: int) -> tor
 
 
 def collective_device(group: dist.ProcessGroup) -> torch.device:
-    """Where ``group`` takes tensors: a NCCL-only group takes this rank's GPU, any other the CPU
-    (a ``cpu:gloo,cuda:nccl`` group sends CPU tensors through Gloo)."""
-    if dist.get_backend(group) == "nccl":
+    """Where ``group`` takes the verdict's tensors: a NCCL-only group takes this rank's GPU, any
+    other the CPU (a ``cpu:gloo,cuda:nccl`` group sends CPU tensors through Gloo). Every member
+    reads the same backend, so every member gathers on one."""
+    return this_ranks("cuda" if dist.get_backend(group) == "nccl" else "cpu")
+
+
+def this_ranks(device_type: str) -> torch.device:
+    """This rank's device of ``device_type``: its current GPU for ``cuda``."""
+    if device_type == "cuda":
         return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
+    return torch.device(device_type)
 
 
 def reach_verdict(

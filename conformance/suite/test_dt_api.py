@@ -254,6 +254,10 @@ def test_from_local_wraps_a_valid_layout_and_run_check_rejects_the_rest(
                                rule="DT-API-1")  # fmt: skip
         judge.assert_equal(f"{where}: placements", describe["placements"], normalized, context,
                            rule="DT-PLACE-2")  # fmt: skip
+    if stride is None and 0 in global_shape:  # free, but one value: metadata is not per rank
+        strides = sorted({tuple(values[r]["describe"]["stride"]) for r in coords})
+        judge.assert_equal("the inferred empty tensor's strides, across ranks", len(strides), 1,
+                           context, rule="DT-API-1")  # fmt: skip
 
 
 def _respelled(placements: list[str], ndim: int) -> list[str]:

@@ -173,8 +173,10 @@ def scatter_blocks(
     blocks: dict[int, torch.Tensor] | None,
     shape: Sequence[int],
     dtype: torch.dtype,
+    device: torch.device,
 ) -> torch.Tensor:
-    """Each member of ``group`` receives its block of ``shape`` from global rank ``source``.
+    """Each member of ``group`` receives its block of ``shape`` (on ``device``) from global rank
+    ``source``.
 
     ``blocks`` (global rank -> block) is given on the source only. The blocks travel in one
     all-to-all in which only the source sends, packed into one buffer: a scatter with a size per
@@ -182,7 +184,7 @@ def scatter_blocks(
     other members unable to tell that the group is in step).
     """
     members = dist.get_process_group_ranks(group)
-    received = torch.empty(_numel(shape), dtype=dtype)  # flat: the splits count elements
+    received = torch.empty(_numel(shape), dtype=dtype, device=device)  # flat: splits count elements
     receive_sizes = [0] * len(members)
     receive_sizes[members.index(source)] = received.numel()
     if blocks is None:

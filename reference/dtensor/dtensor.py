@@ -305,7 +305,12 @@ def distribute_tensor(
             for c in device_mesh.coordinates()
         }
     local = collectives.scatter_blocks(
-        device_mesh.mesh_group, src_data_rank, blocks, [len(s) for s in mine], dtype
+        device_mesh.mesh_group,
+        src_data_rank,
+        blocks,
+        [len(s) for s in mine],
+        dtype,
+        verdict.this_ranks(device_mesh.device_type),
     )
     return _partitioned(local, device_mesh, placed, shape, stride)
 

@@ -65,7 +65,10 @@ def gather(t: ShardedTensor, dst: int, out: torch.Tensor | None) -> None:
     require_same(dsts, "ST-GATHER-4", "dst")
     # ST-GATHER-1: the whole tensor is one box on dst; every shard's box is moved into it.
     size = t.size()
-    whole = ShardMetadata([0] * len(size), list(size), f"rank:{dist.get_global_rank(group, dst)}")
+    kind = t.metadata().shards_metadata[0].placement.device().type  # the shards' device type
+    whole = ShardMetadata(
+        [0] * len(size), list(size), f"rank:{dist.get_global_rank(group, dst)}/{kind}"
+    )
     targets = {0: out} if out is not None else {}
     # Note: PyTorch stages data in a padded buffer of the default dtype (ERR-10); this moves each
     # shard once, in its own dtype.

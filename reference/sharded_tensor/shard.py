@@ -94,7 +94,8 @@ def shard(
         for j, s in mine
     }
     source = dist.get_global_rank(group, src_rank)
-    whole = ShardMetadata([0] * tensor.dim(), list(tensor.shape), f"rank:{source}")
+    kind = metadata.shards_metadata[0].placement.device().type  # the shards' device type
+    whole = ShardMetadata([0] * tensor.dim(), list(tensor.shape), f"rank:{source}/{kind}")
     sources = {0: tensor} if me == source else {}
     transfer(group, [whole], sources, metadata.shards_metadata, new_tensors)
     shards = [Shard(new_tensors[j].requires_grad_(props.requires_grad), s) for j, s in mine]

@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from reference.sharded_tensor.metadata import ShardMetadata
-from reference.verdict import collective_device
+from reference.verdict import this_ranks
 
 
 @dataclass(frozen=True)
@@ -105,13 +105,13 @@ def transfer(
             incoming[members.index(sender)].append((into, window(into, new[piece.target], piece)))
     sends = [p for pieces in outgoing for p in pieces]
     receives = [p for pieces in incoming for p in pieces]
-    device = _device(group, sends + receives)
-    send = in_place(sends)
+    device = _device(old)
+    send = in_place(sends, device)
     if send is None:
         send = _buffer(sends, device)
         for segment, (_, view) in _segments(send, sends):
             segment.copy_(view)
-    receive = in_place(receives)
+    receive = in_place(receives, device)
     unpack = receive is None
     if unpack:
         receive = _buffer(receives, device)
@@ -127,14 +127,17 @@ def transfer(
             view.copy_(segment)
 
 
-def in_place(pieces: Pieces) -> torch.Tensor | None:
+def in_place(pieces: Pieces, device: torch.device) -> torch.Tensor | None:
     """The bytes of every ``(tensor, view)`` piece, in order, as one flat view of ``tensor``'s
-    memory when the views are contiguous windows of one contiguous tensor, each starting where
-    the one before it ends; else ``None`` (the pieces must be packed)."""
+    memory when the views are contiguous windows of one contiguous tensor on ``device``, each
+    starting where the one before it ends; else ``None`` (the pieces must be packed). A
+    conjugate or negative view's memory does not hold its values: ``copy_`` packs it."""
     if not pieces or any(t is not pieces[0][0] or not v.is_contiguous() for t, v in pieces):
         return None
     tensor = pieces[0][0]
-    if not tensor.is_contiguous():
+    if not tensor.is_contiguous() or tensor.device != device:
+        return None
+    if tensor.is_conj() or tensor.is_neg():
         return None
     start = pieces[0][1].storage_offset() - tensor.storage_offset()
     at = start
@@ -168,7 +171,8 @@ def _segments(buffer: torch.Tensor, pieces: Pieces) -> list[tuple[torch.Tensor, 
     ]
 
 
-def _device(group: dist.ProcessGroup, pieces: Pieces) -> torch.device:
-    """Where this rank's buffers live: with its tensors, or where ``group`` takes tensors when it
-    holds none of the pieces."""
-    return pieces[0][1].device if pieces else collective_device(group)
+def _device(layout: list[ShardMetadata]) -> torch.device:
+    """Where this rank's buffers live: its device of the type the layout's shards name. Every
+    rank reads the same metadata, so every rank's all-to-all runs on one backend, whatever the
+    rank itself holds (a rank with no piece included)."""
+    return this_ranks(layout[0].placement.device().type)
