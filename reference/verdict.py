@@ -121,10 +121,10 @@ def collective_device(group: dist.ProcessGroup) -> torch.device:
     """Where ``group`` takes the verdict's tensors: a NCCL-only group takes this rank's GPU, any
     other the CPU (a ``cpu:gloo,cuda:nccl`` group sends CPU tensors through Gloo). Every member
     reads the same backend, so every member gathers on one."""
-    return this_ranks("cuda" if dist.get_backend(group) == "nccl" else "cpu")
+    return local_device("cuda" if dist.get_backend(group) == "nccl" else "cpu")
 
 
-def this_ranks(device_type: str) -> torch.device:
+def local_device(device_type: str) -> torch.device:
     """This rank's device of ``device_type``: its current GPU for ``cuda``."""
     if device_type == "cuda":
         return torch.device("cuda", torch.cuda.current_device())

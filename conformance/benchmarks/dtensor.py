@@ -30,6 +30,7 @@ import torch.distributed as dist
 from torch.distributed import tensor as tdt
 from torch.distributed.device_mesh import DeviceMesh as TorchMesh
 
+from conformance.benchmarks.floor import packed
 from conformance.world import Case, LocalWorld
 from conformance.world.rank import RankContext
 from reference.dtensor import DeviceMesh, DTensor, collectives
@@ -136,13 +137,6 @@ def floors(src: str, tgt: str, k: int) -> dict[str, Callable[[], None]]:
         "floor": lambda: dist.all_to_all_single(torch.empty_like(block), packed(block, k)),
         "in place": lambda: dist.all_to_all_single(other, block),
     }
-
-
-def packed(block: torch.Tensor, k: int) -> torch.Tensor:
-    """``block``'s ``k`` column chunks one after another: what S(0) -> S(1) sends must lie so,
-    as c10d sends contiguous buffers, so the floor pays for this one copy too."""
-    rows, cols = block.shape
-    return block.view(rows, k, cols // k).transpose(0, 1).contiguous()
 
 
 def time_case(ctx: RankContext, src: str, tgt: str, repeats: int) -> dict:

@@ -33,6 +33,7 @@ import torch
 import torch.distributed as dist
 
 import reference.sharded_tensor as ref
+from conformance.benchmarks.floor import packed
 from conformance.world import Case, LocalWorld
 from conformance.world.rank import RankContext
 from reference.sharded_tensor import transfer
@@ -85,14 +86,6 @@ def floors(ctx: RankContext, side: int) -> dict[str, Callable[[], object]]:
         "gather": lambda: dist.gather(block, blocks, dst=0),
         "reshard": lambda: dist.all_to_all_single(torch.empty_like(block), packed(block, k)),
     }
-
-
-def packed(block: torch.Tensor, k: int) -> torch.Tensor:
-    """``block``'s ``k`` column chunks one after another: what a reshard from row chunks to
-    column chunks sends must lie so, as c10d sends contiguous buffers, so the floor pays for
-    this one copy too."""
-    rows, cols = block.shape
-    return block.view(rows, k, cols // k).transpose(0, 1).contiguous()
 
 
 def time_case(ctx: RankContext, side: int, repeats: int) -> dict[str, dict]:

@@ -99,9 +99,7 @@ def all_to_all(
     if split_dim == 0 and in_order:
         send = local.contiguous().flatten()
     else:
-        send = local.new_empty(local.numel())
-        for into, part in zip(send.split([t.numel() for t in outgoing]), outgoing, strict=True):
-            into.view(part.shape).copy_(part)
+        send = _packed(outgoing, local.new_empty(local.numel()))
     mine = list(local.shape)
     mine[split_dim] = len(split_positions[me])
     shapes = []
@@ -192,9 +190,7 @@ def scatter_blocks(
     else:
         parts = [blocks[rank] for rank in members]
         send_sizes = [part.numel() for part in parts]
-        send = received.new_empty(sum(send_sizes))
-        for into, part in zip(send.split(send_sizes), parts, strict=True):
-            into.view(part.shape).copy_(part)
+        send = _packed(parts, received.new_empty(sum(send_sizes)))
     dist.all_to_all_single(
         received,
         send,
@@ -203,6 +199,14 @@ def scatter_blocks(
         group=group,
     )
     return received.view(tuple(shape))
+
+
+def _packed(parts: Sequence[torch.Tensor], buffer: torch.Tensor) -> torch.Tensor:
+    """``parts`` copied one after another into the flat ``buffer`` (one copy, whatever their
+    strides): what ``all_to_all_single`` sends."""
+    for into, part in zip(buffer.split([p.numel() for p in parts]), parts, strict=True):
+        into.view(part.shape).copy_(part)
+    return buffer
 
 
 def _numel(shape: Sequence[int]) -> int:

@@ -310,7 +310,7 @@ def distribute_tensor(
         blocks,
         [len(s) for s in mine],
         dtype,
-        verdict.this_ranks(device_mesh.device_type),
+        verdict.local_device(device_mesh.device_type),
     )
     return _partitioned(local, device_mesh, placed, shape, stride)
 

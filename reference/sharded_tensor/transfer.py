@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from reference.sharded_tensor.metadata import ShardMetadata
-from reference.verdict import this_ranks
+from reference.verdict import local_device
 
 
 @dataclass(frozen=True)
@@ -175,4 +175,4 @@ def _device(layout: list[ShardMetadata]) -> torch.device:
     """Where this rank's buffers live: its device of the type the layout's shards name. Every
     rank reads the same metadata, so every rank's all-to-all runs on one backend, whatever the
     rank itself holds (a rank with no piece included)."""
-    return this_ranks(layout[0].placement.device().type)
+    return local_device(layout[0].placement.device().type)
