@@ -39,6 +39,7 @@ from conformance.world.rank import (
     init_group,
     isolate_from_driver_terminal,
     serve,
+    share_the_cores,
 )
 
 # A case ends early once every rank yet to answer has slept (idle.SleepWatch) this long: the grace
@@ -85,6 +86,7 @@ def _rank_main(
     die_with_parent()
     drop_driver_tracers()
     isolate_from_driver_terminal()
+    share_the_cores(world_size)
     os.environ["GLOO_SOCKET_IFNAME"] = _loopback_interface()
     backend = backend_named(backend_name)
     try:

@@ -143,6 +143,15 @@ def drop_driver_tracers() -> None:
             monitoring.free_tool_id(tool)
 
 
+def share_the_cores(world_size: int) -> None:
+    """Compute on one thread per rank unless ``OMP_NUM_THREADS`` says otherwise, as torchrun
+    sets it for more than one process per node: the ranks of a local world share the machine's
+    cores, and each rank's pool of one thread per core would oversubscribe them ``world_size``
+    times over, with threads that spin at every parallel region's end."""
+    if world_size > 1 and "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(1)
+
+
 def die_with_parent() -> None:
     """Ask Linux to kill this rank when the driver dies, so no rank outlives a crashed run."""
     if sys.platform.startswith("linux"):

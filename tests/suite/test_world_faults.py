@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import torch
 
 from conformance import judge
 from conformance.world import (
@@ -232,6 +233,21 @@ def test_ranks_see_their_rank_and_world_size():
             assert world.run(Case("world_tasks:whoami")).values() == [
                 [r, size] for r in range(size)
             ]
+
+
+def test_ranks_of_a_local_world_compute_on_one_thread_each_unless_omp_num_threads_says(
+    monkeypatch,
+):
+    """As under torchrun: ranks that share a machine do not each take a thread per core."""
+    driver = torch.get_num_threads()
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    with LocalWorld(2) as world:
+        assert world.run(Case("world_tasks:threads")).values() == [1, 1]
+    with LocalWorld(1) as world:
+        assert world.run(Case("world_tasks:threads")).values() == [driver]
+    monkeypatch.setenv("OMP_NUM_THREADS", str(driver))
+    with LocalWorld(2) as world:
+        assert world.run(Case("world_tasks:threads")).values() == [driver, driver]
 
 
 def test_ranks_started_while_the_driver_is_traced_run_untraced():

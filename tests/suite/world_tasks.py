@@ -173,3 +173,7 @@ def has_process_group(ctx: RankContext) -> bool:
 def process_groups(ctx: RankContext) -> int:
     """How many process groups this rank has made so far (the world's own included)."""
     return len(dist.distributed_c10d._world.pg_map)
+
+
+def threads(ctx: RankContext) -> int:
+    return torch.get_num_threads()
