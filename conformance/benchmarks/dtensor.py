@@ -1,14 +1,16 @@
 """Figures, not pass/fail: reference redistribute beside PyTorch's DTensor and beside the one
 raw collective that moves the same bytes into a new tensor (the floor: no implementation of the
-transition can do better on this world; ``floors`` says why "into a new tensor"), on one 4-rank
-Gloo world, 64 MiB float32; and the bytes each transition moves against its lower bound.
+transition can do better on this world; ``floors`` says why "into a new tensor"), on one world
+of any backend (4-rank Gloo by default; ``--backend nccl`` puts one rank on each GPU), 64 MiB
+float32; and the bytes each transition moves against its lower bound.
 
 Bytes are counted from outside the reference, at the ``torch.distributed`` calls its data path
 makes (``counting_receives``): what this rank receives, the padding that evens out Gloo's sizes
 included. An all-reduce counts what a bandwidth-optimal one receives, ``2 (k - 1) / k`` of the
 tensor (a reduce-scatter, then an all-gather: the ring algorithm of Gloo and NCCL).
 
-    python -m conformance.benchmarks.dtensor [--repeats 5]
+    python -m conformance.benchmarks.dtensor [--ranks 4] [--backend gloo] [--start fork]
+        [--repeats 5]
 
 Lower bounds (bytes a rank must receive): S->R and S(0)->S(1) the part of its target block it
 does not hold yet; P->S the other ranks' partials of its target block, ``(k - 1) / k`` of the
@@ -31,7 +33,8 @@ from torch.distributed import tensor as tdt
 from torch.distributed.device_mesh import DeviceMesh as TorchMesh
 
 from conformance.benchmarks.floor import packed
-from conformance.world import Case, LocalWorld
+from conformance.benchmarks.world import add_world_options, bench_world, describe, settle
+from conformance.world import Case
 from conformance.world.rank import RankContext
 from reference.dtensor import DeviceMesh, DTensor, collectives
 from reference.dtensor.layout import local_shape_and_offset
@@ -102,7 +105,7 @@ def lower_bound(src: str, tgt: str, k: int, c: int) -> int:
     return (_numel(target) - overlap) * 4
 
 
-def floors(src: str, tgt: str, k: int) -> dict[str, Callable[[], None]]:
+def floors(src: str, tgt: str, k: int, device: torch.device) -> dict[str, Callable[[], None]]:
     """The one raw collective that moves what the transition must move: all-gather for S->R,
     all-to-all for S(0)->S(1), all-reduce for P->R, reduce-scatter for P->S.
 
@@ -115,8 +118,8 @@ def floors(src: str, tgt: str, k: int) -> dict[str, Callable[[], None]]:
     the bare transport, which no operation that returns a new tensor can reach, as a new
     tensor's memory is written for the first time.
     """
-    full = torch.randn(SHAPE)
-    block = torch.empty(SHAPE[0] // k, SHAPE[1])
+    full = torch.randn(SHAPE, device=device)
+    block = torch.empty(SHAPE[0] // k, SHAPE[1], device=device)
     if src.startswith("P"):
         if tgt == "R":
             return {
@@ -141,16 +144,18 @@ def floors(src: str, tgt: str, k: int) -> dict[str, Callable[[], None]]:
 
 def time_case(ctx: RankContext, src: str, tgt: str, repeats: int) -> dict:
     k = ctx.world_size
-    mesh = ctx.cached("ref", lambda: DeviceMesh("cpu", list(range(k))))
-    tmesh = ctx.cached("torch", lambda: TorchMesh("cpu", list(range(k))))
+    kind = ctx.device.type
+    mesh = ctx.cached(("ref", kind), lambda: DeviceMesh(kind, list(range(k))))
+    tmesh = ctx.cached(("torch", kind), lambda: TorchMesh(kind, list(range(k))))
     shape, _ = local_shape_and_offset(SHAPE, (k,), parse(src), (ctx.rank,))
-    local = torch.randn(shape, generator=torch.Generator().manual_seed(ctx.rank))
+    seeded = torch.Generator().manual_seed(ctx.rank)
+    local = torch.randn(shape, generator=seeded).to(ctx.device)
     ours = DTensor.from_local(local, mesh, parse(src), shape=SHAPE, stride=(SHAPE[1], 1))
     theirs = tdt.DTensor.from_local(
         local, tmesh, [TORCH_PLACEMENT[src]], shape=torch.Size(SHAPE), stride=(SHAPE[1], 1)
     )
     times: dict[str, list[float]] = {"reference": [], "torch": [], "floor": [], "in place": []}
-    raw = floors(src, tgt, k)
+    raw = floors(src, tgt, k, ctx.device)
     moved = 0
     for repeat in range(repeats):
         # Rotate the order so no side always runs on a warmer machine.
@@ -162,7 +167,7 @@ def time_case(ctx: RankContext, src: str, tgt: str, repeats: int) -> dict:
         ]
         turn = repeat % len(runs)
         for name, run in runs[turn:] + runs[:turn]:
-            dist.barrier()
+            settle(ctx)
             began = time.perf_counter()
             if name == "reference":
                 with counting_receives() as received:
@@ -170,7 +175,7 @@ def time_case(ctx: RankContext, src: str, tgt: str, repeats: int) -> dict:
                 moved = received[0]
             else:
                 run()
-            dist.barrier()
+            settle(ctx)
             times[name].append(time.perf_counter() - began)
     return {
         "reference_s": statistics.median(times["reference"]),
@@ -184,15 +189,16 @@ def time_case(ctx: RankContext, src: str, tgt: str, repeats: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_world_options(parser)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    print(f"4-rank Gloo world, {SHAPE} float32 (64 MiB), median of {args.repeats}")
-    print(
-        f"{'transition':<16}{'ref ms':>9}{'torch ms':>10}{'ref/torch':>10}{'floor ms':>10}"
-        f"{'ref/floor':>10}{'in place ms':>12}{'ref/in place':>13}{'received MiB':>14}"
-        f"{'bound MiB':>11}"
-    )
-    with LocalWorld(4, "gloo", case_timeout_s=600, grace_s=5) as world:
+    with bench_world(args) as world:
+        print(f"{describe(world)}, {SHAPE} float32 (64 MiB), median of {args.repeats}")
+        print(
+            f"{'transition':<16}{'ref ms':>9}{'torch ms':>10}{'ref/torch':>10}{'floor ms':>10}"
+            f"{'ref/floor':>10}{'in place ms':>12}{'ref/in place':>13}{'received MiB':>14}"
+            f"{'bound MiB':>11}"
+        )
         for src, tgt in TRANSITIONS:
             case = Case(
                 "conformance.benchmarks.dtensor:time_case",

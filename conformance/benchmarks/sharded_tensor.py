@@ -1,6 +1,8 @@
-"""Figures, not pass/fail: reference ShardedTensor beside PyTorch's on one Gloo world.
+"""Figures, not pass/fail: reference ShardedTensor beside PyTorch's on one world of any backend
+(4-rank Gloo by default; ``--backend nccl`` puts one rank on each GPU).
 
-    python -m conformance.benchmarks.sharded_tensor [--ranks 4] [--mib 64] [--repeats 5]
+    python -m conformance.benchmarks.sharded_tensor [--ranks 4] [--backend gloo] [--start fork]
+        [--mib 64] [--repeats 5]
 
 Prints
 - for shard (from rank 0 into row chunks), gather (row chunks to rank 0) and reshard (row chunks
@@ -34,7 +36,8 @@ import torch.distributed as dist
 
 import reference.sharded_tensor as ref
 from conformance.benchmarks.floor import packed
-from conformance.world import Case, LocalWorld
+from conformance.benchmarks.world import add_world_options, bench_world, describe, placement, settle
+from conformance.world import Case
 from conformance.world.rank import RankContext
 from reference.sharded_tensor import transfer
 
@@ -79,7 +82,7 @@ def floors(ctx: RankContext, side: int) -> dict[str, Callable[[], object]]:
     tensors where the operation returns new tensors (shard, reshard) and into the one given
     where it writes the caller's (gather's ``out``)."""
     k, first = ctx.world_size, ctx.rank == 0
-    block = torch.randn(side // k, side)
+    block = torch.randn(side // k, side, device=ctx.device)
     blocks = [torch.empty_like(block) for _ in range(k)] if first else None
     return {
         "shard": lambda: dist.scatter(torch.empty_like(block), blocks, src=0),
@@ -95,8 +98,8 @@ def time_case(ctx: RankContext, side: int, repeats: int) -> dict[str, dict]:
     from torch.distributed._shard.api import _shard_tensor
     from torch.distributed._shard.sharding_spec import ChunkShardingSpec as TorchChunk
 
-    x = torch.arange(side * side, dtype=torch.float32).reshape(side, side)
-    placements = [f"rank:{r}/cpu" for r in range(ctx.world_size)]
+    x = torch.arange(side * side, dtype=torch.float32, device=ctx.device).reshape(side, side)
+    placements = [placement(ctx, r) for r in range(ctx.world_size)]
     rows, cols = ref.ChunkShardingSpec(0, placements), ref.ChunkShardingSpec(1, placements)
     torch_rows, torch_cols = TorchChunk(0, placements), TorchChunk(1, placements)
     out = torch.empty_like(x) if ctx.rank == 0 else None
@@ -125,10 +128,10 @@ def time_case(ctx: RankContext, side: int, repeats: int) -> dict[str, dict]:
             ]
             for who, run in runs[repeat % 3 :] + runs[: repeat % 3]:
                 with counting_sends() as sent:
-                    dist.barrier()
+                    settle(ctx)
                     began = time.perf_counter()
                     run()
-                    dist.barrier()
+                    settle(ctx)
                 times[who].append(time.perf_counter() - began)
                 if who == "reference":
                     figures[name] = {"sent": sent[0]}
@@ -162,19 +165,20 @@ def validation_figures(side: int = 256) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ranks", type=int, default=4)
+    add_world_options(parser)
     parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
     side = math.isqrt(args.mib * 2**20 // 4)
     size = torch.Size([side, side])
-    with LocalWorld(args.ranks, "gloo", case_timeout_s=600, grace_s=5) as world:
+    with bench_world(args) as world:
         case = Case(
             "conformance.benchmarks.sharded_tensor:time_case",
             {"side": side, "repeats": args.repeats},
         )
         ranks = list(world.run(case, timeout_s=600).values())
+        where = describe(world)
 
     placements = [f"rank:{r}/cpu" for r in range(args.ranks)]
     props = ref.TensorProperties(dtype=torch.float32)
@@ -184,7 +188,7 @@ def main() -> None:
     moves = {"shard": (whole, rows), "gather": (rows, whole), "reshard": (rows, cols)}
 
     mib = 4 * side * side / 2**20
-    print(f"{args.ranks}-rank Gloo world, float32 {side}x{side} ({mib:.0f} MiB), ", end="")
+    print(f"{where}, float32 {side}x{side} ({mib:.0f} MiB), ", end="")
     print(f"median of {args.repeats}")
     header = ("op", "sent MiB", "bound MiB", "padding", "ref s", "torch s", "ref/torch",
               "floor s", "ref/floor")  # fmt: skip

@@ -37,6 +37,18 @@ def test_replay_prints_every_ranks_outcome():
     ]
 
 
+@pytest.mark.parametrize(("bench", "size"), [("sharded_tensor", ["--mib", "1"]), ("dtensor", [])])
+def test_a_reference_bench_runs_on_the_world_its_options_name(bench, size):
+    """The benches take their world from the command line, as on a GPU runner (``--backend
+    nccl``, spawned): here a spawned 2-rank Gloo world."""
+    done = conformance(
+        "-m", f"conformance.benchmarks.{bench}", "--ranks", "2", "--start", "spawn",
+        "--repeats", "1", *size, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("2-rank gloo world (spawn start), ")
+
+
 def test_replay_of_a_failing_case_exits_non_zero_with_the_report():
     case = json.dumps({"task": "world_tasks:raise_on", "args": {"rank": 1}})
     done = conformance(

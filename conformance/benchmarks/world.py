@@ -1,0 +1,46 @@
+"""The world a bench runs on: any backend, forked or spawned, as the command line says, so the
+same figures can be taken on Gloo here and on NCCL on a GPU runner (one rank per GPU)."""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.distributed as dist
+
+from conformance.world import LocalWorld
+from conformance.world.rank import RankContext
+
+
+def add_world_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--backend", default="gloo", help="gloo, nccl or cpu:gloo,cuda:nccl")
+    parser.add_argument(
+        "--start",
+        choices=["fork", "spawn"],
+        help="how ranks start (default: the backend's own, fork for Gloo, spawn for CUDA)",
+    )
+
+
+def bench_world(args: argparse.Namespace) -> LocalWorld:
+    """A world of ``args.ranks`` ranks on ``args.backend``, with room for slow repeats."""
+    return LocalWorld(
+        args.ranks, args.backend, start_method=args.start, case_timeout_s=600, grace_s=5
+    )
+
+
+def describe(world: LocalWorld) -> str:
+    return f"{world.world_size}-rank {world.backend.name} world ({world.start_method} start)"
+
+
+def placement(ctx: RankContext, rank: int) -> str:
+    """A ShardedTensor placement naming ``rank`` on the device that rank computes on."""
+    return f"rank:{rank}/{ctx.backend.device_for(rank)}"
+
+
+def settle(ctx: RankContext) -> None:
+    """Return once every rank has finished all it started: on a GPU, a collective returns when
+    its kernel is queued, so the timer stops only after the device's queue has drained."""
+    if ctx.device.type == "cuda":
+        torch.cuda.synchronize(ctx.device)
+    dist.barrier()
