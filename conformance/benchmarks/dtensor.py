@@ -1,8 +1,8 @@
 """Figures, not pass/fail: reference redistribute beside PyTorch's DTensor and beside the one
 raw collective that moves the same bytes into a new tensor (the floor: no implementation of the
 transition can do better on this world; ``floors`` says why "into a new tensor"), on one world
-of any backend (4-rank Gloo by default; ``--backend nccl`` puts one rank on each GPU), 64 MiB
-float32; and the bytes each transition moves against its lower bound.
+of any backend (4-rank Gloo by default; ``--backend nccl`` puts one rank on each GPU), a square
+float32 tensor of 64 MiB; and the bytes each transition moves against its lower bound.
 
 Bytes are counted from outside the reference, at the ``torch.distributed`` calls its data path
 makes (``counting_receives``): what this rank receives, the padding that evens out Gloo's sizes
@@ -10,7 +10,7 @@ included. An all-reduce counts what a bandwidth-optimal one receives, ``2 (k - 1
 tensor (a reduce-scatter, then an all-gather: the ring algorithm of Gloo and NCCL).
 
     python -m conformance.benchmarks.dtensor [--ranks 4] [--backend gloo] [--start fork]
-        [--repeats 5]
+        [--mib 64] [--repeats 5]
 
 Lower bounds (bytes a rank must receive): S->R and S(0)->S(1) the part of its target block it
 does not hold yet; P->S the other ranks' partials of its target block, ``(k - 1) / k`` of the
@@ -33,14 +33,19 @@ from torch.distributed import tensor as tdt
 from torch.distributed.device_mesh import DeviceMesh as TorchMesh
 
 from conformance.benchmarks.floor import packed
-from conformance.benchmarks.world import add_world_options, bench_world, describe, settle
+from conformance.benchmarks.world import (
+    add_world_options,
+    bench_world,
+    describe,
+    settle,
+    square_side,
+)
 from conformance.world import Case
 from conformance.world.rank import RankContext
 from reference.dtensor import DeviceMesh, DTensor, collectives
 from reference.dtensor.layout import local_shape_and_offset
 from reference.dtensor.placements import parse
 
-SHAPE = (4096, 4096)  # 64 MiB of float32
 TRANSITIONS = [("S(0)", "R"), ("S(0)", "S(1)"), ("P(sum)", "R"), ("P(sum)", "S(0)")]
 TORCH_PLACEMENT = {
     "S(0)": tdt.Shard(0),
@@ -91,12 +96,12 @@ def _numel(shape) -> int:
     return shape[0] * shape[1]
 
 
-def lower_bound(src: str, tgt: str, k: int, c: int) -> int:
-    target, offset = local_shape_and_offset(SHAPE, (k,), parse(tgt), (c,))
+def lower_bound(src: str, tgt: str, k: int, c: int, shape: tuple[int, int]) -> int:
+    target, offset = local_shape_and_offset(shape, (k,), parse(tgt), (c,))
     if src.startswith("P"):
-        scattered = (k - 1) * _numel(SHAPE) * 4 // k
+        scattered = (k - 1) * _numel(shape) * 4 // k
         return scattered * (2 if tgt == "R" else 1)
-    held, held_offset = local_shape_and_offset(SHAPE, (k,), parse(src), (c,))
+    held, held_offset = local_shape_and_offset(shape, (k,), parse(src), (c,))
     overlap = 1
     for d in range(2):
         lo = max(offset[d], held_offset[d])
@@ -105,7 +110,9 @@ def lower_bound(src: str, tgt: str, k: int, c: int) -> int:
     return (_numel(target) - overlap) * 4
 
 
-def floors(src: str, tgt: str, k: int, device: torch.device) -> dict[str, Callable[[], None]]:
+def floors(
+    src: str, tgt: str, k: int, shape: tuple[int, int], device: torch.device
+) -> dict[str, Callable[[], None]]:
     """The one raw collective that moves what the transition must move: all-gather for S->R,
     all-to-all for S(0)->S(1), all-reduce for P->R, reduce-scatter for P->S.
 
@@ -118,8 +125,8 @@ def floors(src: str, tgt: str, k: int, device: torch.device) -> dict[str, Callab
     the bare transport, which no operation that returns a new tensor can reach, as a new
     tensor's memory is written for the first time.
     """
-    full = torch.randn(SHAPE, device=device)
-    block = torch.empty(SHAPE[0] // k, SHAPE[1], device=device)
+    full = torch.randn(shape, device=device)
+    block = torch.empty(shape[0] // k, shape[1], device=device)
     if src.startswith("P"):
         if tgt == "R":
             return {
@@ -142,20 +149,20 @@ def floors(src: str, tgt: str, k: int, device: torch.device) -> dict[str, Callab
     }
 
 
-def time_case(ctx: RankContext, src: str, tgt: str, repeats: int) -> dict:
-    k = ctx.world_size
+def time_case(ctx: RankContext, src: str, tgt: str, side: int, repeats: int) -> dict:
+    k, full = ctx.world_size, (side, side)
     kind = ctx.device.type
     mesh = ctx.cached(("ref", kind), lambda: DeviceMesh(kind, list(range(k))))
     tmesh = ctx.cached(("torch", kind), lambda: TorchMesh(kind, list(range(k))))
-    shape, _ = local_shape_and_offset(SHAPE, (k,), parse(src), (ctx.rank,))
+    shape, _ = local_shape_and_offset(full, (k,), parse(src), (ctx.rank,))
     seeded = torch.Generator().manual_seed(ctx.rank)
     local = torch.randn(shape, generator=seeded).to(ctx.device)
-    ours = DTensor.from_local(local, mesh, parse(src), shape=SHAPE, stride=(SHAPE[1], 1))
+    ours = DTensor.from_local(local, mesh, parse(src), shape=full, stride=(side, 1))
     theirs = tdt.DTensor.from_local(
-        local, tmesh, [TORCH_PLACEMENT[src]], shape=torch.Size(SHAPE), stride=(SHAPE[1], 1)
+        local, tmesh, [TORCH_PLACEMENT[src]], shape=torch.Size(full), stride=(side, 1)
     )
     times: dict[str, list[float]] = {"reference": [], "torch": [], "floor": [], "in place": []}
-    raw = floors(src, tgt, k, ctx.device)
+    raw = floors(src, tgt, k, full, ctx.device)
     moved = 0
     for repeat in range(repeats):
         # Rotate the order so no side always runs on a warmer machine.
@@ -183,17 +190,20 @@ def time_case(ctx: RankContext, src: str, tgt: str, repeats: int) -> dict:
         "floor_s": statistics.median(times["floor"]),
         "in_place_s": statistics.median(times["in place"]),
         "received": moved,
-        "bound": lower_bound(src, tgt, k, ctx.rank),
+        "bound": lower_bound(src, tgt, k, ctx.rank, full),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_world_options(parser)
+    parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    side = square_side(args.mib, args.ranks)
     with bench_world(args) as world:
-        print(f"{describe(world)}, {SHAPE} float32 (64 MiB), median of {args.repeats}")
+        mib = 4 * side * side / 2**20
+        print(f"{describe(world)}, float32 {side}x{side} ({mib:.0f} MiB), median of {args.repeats}")
         print(
             f"{'transition':<16}{'ref ms':>9}{'torch ms':>10}{'ref/torch':>10}{'floor ms':>10}"
             f"{'ref/floor':>10}{'in place ms':>12}{'ref/in place':>13}{'received MiB':>14}"
@@ -202,7 +212,7 @@ def main() -> None:
         for src, tgt in TRANSITIONS:
             case = Case(
                 "conformance.benchmarks.dtensor:time_case",
-                {"src": src, "tgt": tgt, "repeats": args.repeats},
+                {"src": src, "tgt": tgt, "side": side, "repeats": args.repeats},
             )
             ranks = world.run(case, timeout_s=600).values()
             ref_s = max(r["reference_s"] for r in ranks)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import math
 import statistics
 import time
 import types
@@ -36,7 +35,14 @@ import torch.distributed as dist
 
 import reference.sharded_tensor as ref
 from conformance.benchmarks.floor import packed
-from conformance.benchmarks.world import add_world_options, bench_world, describe, placement, settle
+from conformance.benchmarks.world import (
+    add_world_options,
+    bench_world,
+    describe,
+    placement,
+    settle,
+    square_side,
+)
 from conformance.world import Case
 from conformance.world.rank import RankContext
 from reference.sharded_tensor import transfer
@@ -170,7 +176,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
-    side = math.isqrt(args.mib * 2**20 // 4)
+    side = square_side(args.mib, args.ranks)
     size = torch.Size([side, side])
     with bench_world(args) as world:
         case = Case(

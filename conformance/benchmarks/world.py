@@ -4,17 +4,20 @@ same figures can be taken on Gloo here and on NCCL on a GPU runner (one rank per
 from __future__ import annotations
 
 import argparse
+import math
 
 import torch
 import torch.distributed as dist
 
 from conformance.world import LocalWorld
+from conformance.world.backends import BACKENDS
 from conformance.world.rank import RankContext
 
 
 def add_world_options(parser: argparse.ArgumentParser) -> None:
+    """The options that choose the world, alike in every bench."""
     parser.add_argument("--ranks", type=int, default=4)
-    parser.add_argument("--backend", default="gloo", help="gloo, nccl or cpu:gloo,cuda:nccl")
+    parser.add_argument("--backend", default="gloo", choices=sorted(BACKENDS))
     parser.add_argument(
         "--start",
         choices=["fork", "spawn"],
@@ -30,7 +33,15 @@ def bench_world(args: argparse.Namespace) -> LocalWorld:
 
 
 def describe(world: LocalWorld) -> str:
+    """The world as the figures' heading names it."""
     return f"{world.world_size}-rank {world.backend.name} world ({world.start_method} start)"
+
+
+def square_side(mib: int, ranks: int) -> int:
+    """The side of a square float32 tensor of about ``mib`` MiB that ``ranks`` chunks divide
+    evenly along both dims, as the floors' row blocks and packed column chunks need."""
+    side = math.isqrt(mib * 2**20 // 4)
+    return max(ranks, side - side % ranks)
 
 
 def placement(ctx: RankContext, rank: int) -> str:

@@ -144,11 +144,16 @@ def drop_driver_tracers() -> None:
 
 
 def share_the_cores(world_size: int) -> None:
-    """Compute on one thread per rank unless ``OMP_NUM_THREADS`` says otherwise, as torchrun
-    sets it for more than one process per node: the ranks of a local world share the machine's
-    cores, and each rank's pool of one thread per core would oversubscribe them ``world_size``
-    times over, with threads that spin at every parallel region's end."""
-    if world_size > 1 and "OMP_NUM_THREADS" not in os.environ:
+    """Compute on the threads ``OMP_NUM_THREADS`` names, else on one thread per rank of a
+    world of several, as torchrun sets it for more than one process per node: the ranks of a
+    local world share the machine's cores, and each rank's pool of one thread per core would
+    oversubscribe them ``world_size`` times over, with threads that spin at every parallel
+    region's end. A forked rank would otherwise keep the driver's count, whatever the variable
+    says now."""
+    given = os.environ.get("OMP_NUM_THREADS", "")
+    if given.isdigit() and int(given) > 0:
+        torch.set_num_threads(int(given))
+    elif not given and world_size > 1:
         torch.set_num_threads(1)
 
 

@@ -245,9 +245,11 @@ def test_ranks_of_a_local_world_compute_on_one_thread_each_unless_omp_num_thread
         assert world.run(Case("world_tasks:threads")).values() == [1, 1]
     with LocalWorld(1) as world:
         assert world.run(Case("world_tasks:threads")).values() == [driver]
-    monkeypatch.setenv("OMP_NUM_THREADS", str(driver))
-    with LocalWorld(2) as world:
-        assert world.run(Case("world_tasks:threads")).values() == [driver, driver]
+    named = driver + 1  # neither one nor what the forked ranks inherit
+    monkeypatch.setenv("OMP_NUM_THREADS", str(named))
+    for size in (1, 2):
+        with LocalWorld(size) as world:
+            assert world.run(Case("world_tasks:threads")).values() == [named] * size
 
 
 def test_ranks_started_while_the_driver_is_traced_run_untraced():

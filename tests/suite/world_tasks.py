@@ -176,4 +176,5 @@ def process_groups(ctx: RankContext) -> int:
 
 
 def threads(ctx: RankContext) -> int:
+    """The intra-op threads this rank computes on."""
     return torch.get_num_threads()
