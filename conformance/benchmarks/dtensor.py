@@ -36,7 +36,7 @@ from conformance.benchmarks.floor import packed
 from conformance.benchmarks.world import (
     add_world_options,
     bench_world,
-    describe,
+    heading,
     settle,
     square_side,
 )
@@ -202,8 +202,7 @@ def main() -> None:
     args = parser.parse_args()
     side = square_side(args.mib, args.ranks)
     with bench_world(args) as world:
-        mib = 4 * side * side / 2**20
-        print(f"{describe(world)}, float32 {side}x{side} ({mib:.0f} MiB), median of {args.repeats}")
+        print(heading(world, side, args.repeats))
         print(
             f"{'transition':<16}{'ref ms':>9}{'torch ms':>10}{'ref/torch':>10}{'floor ms':>10}"
             f"{'ref/floor':>10}{'in place ms':>12}{'ref/in place':>13}{'received MiB':>14}"

@@ -38,7 +38,7 @@ from conformance.benchmarks.floor import packed
 from conformance.benchmarks.world import (
     add_world_options,
     bench_world,
-    describe,
+    heading,
     placement,
     settle,
     square_side,
@@ -184,7 +184,7 @@ def main() -> None:
             {"side": side, "repeats": args.repeats},
         )
         ranks = list(world.run(case, timeout_s=600).values())
-        where = describe(world)
+        first_line = heading(world, side, args.repeats)
 
     placements = [f"rank:{r}/cpu" for r in range(args.ranks)]
     props = ref.TensorProperties(dtype=torch.float32)
@@ -193,9 +193,7 @@ def main() -> None:
     whole = [ref.ShardMetadata([0, 0], list(size), "rank:0/cpu")]
     moves = {"shard": (whole, rows), "gather": (rows, whole), "reshard": (rows, cols)}
 
-    mib = 4 * side * side / 2**20
-    print(f"{where}, float32 {side}x{side} ({mib:.0f} MiB), ", end="")
-    print(f"median of {args.repeats}")
+    print(first_line)
     header = ("op", "sent MiB", "bound MiB", "padding", "ref s", "torch s", "ref/torch",
               "floor s", "ref/floor")  # fmt: skip
     print("{:<8} {:>9} {:>10} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9}".format(*header))

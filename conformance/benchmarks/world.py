@@ -32,9 +32,13 @@ def bench_world(args: argparse.Namespace) -> LocalWorld:
     )
 
 
-def describe(world: LocalWorld) -> str:
-    """The world as the figures' heading names it."""
-    return f"{world.world_size}-rank {world.backend.name} world ({world.start_method} start)"
+def heading(world: LocalWorld, side: int, repeats: int) -> str:
+    """The first line of a bench's figures: the world, the tensor and how many repeats."""
+    mib = 4 * side * side / 2**20
+    return (
+        f"{world.world_size}-rank {world.backend.name} world ({world.start_method} start), "
+        f"float32 {side}x{side} ({mib:.0f} MiB), median of {repeats}"
+    )
 
 
 def square_side(mib: int, ranks: int) -> int:
