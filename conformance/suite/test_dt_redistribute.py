@@ -67,7 +67,7 @@ def _transition_rule(source, target, ndim: int) -> str:
 
 
 @pytest.mark.rules(
-    "DT-API-1", "DT-API-2", "DT-API-4", "DT-API-5", "DT-API-11", "DT-API-12", "DT-API-13",
+    "DT-API-1", "DT-API-3", "DT-API-4", "DT-API-5", "DT-API-11", "DT-API-12", "DT-API-13",
     "DT-MESH-8", "DT-LAYOUT-11", "DT-LAYOUT-12", "DT-REDIST-1", "DT-REDIST-2", "DT-REDIST-3",
     "DT-REDIST-12", "DT-REDIST-13", "DT-REDIST-14", "DT-REDIST-15", "DT-PLACE-10", "ERR-9",
     "ERR-10",
@@ -86,24 +86,24 @@ def test_every_shard_and_replicate_transition_keeps_the_value_exactly(
     source, target = parse_placements(args["source"]), parse_placements(args["target"])
     _note_transition(args, source, target)
     result = run_case("dtensor:distribute_redistribute", world_size, **args)
-    # The case first distributes from the mesh's first rank, which need not be rank 0: a refusal
-    # (the outcomes do not say of which call) is blamed on that source rank.
-    values = judge.all_returned(result, rule="DT-API-2")
+    # Every rank distributes its own copy (src_data_rank=None): no source rank is involved.
+    judge.assert_built(result, rule="DT-API-4")
+    transition = _transition_rule(source, target, len(args["shape"]))
+    values = judge.all_returned(result, rule=transition)
     context = result.replay_command()
     mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
     value = make_global(args["shape"], args["dtype"], args["seed"])
     sources = {r: value for r in range(world_size)}
-    distributed = dt_api.distribute_tensor(sources, mesh, source, world_size, mesh.ranks[0])
+    distributed = dt_api.distribute_tensor(sources, mesh, source, world_size, None)
     moved = dt_redistribute.redistribute(
         distributed, args["shape"], mesh, source, target, world_size
     )
     full = dt_api.full_tensor(moved, args["shape"], mesh, target, world_size)
-    transition = _transition_rule(source, target, len(args["shape"]))
     for rank, got in enumerate(values):
         where = f"rank {rank}"
         judge.assert_tensor_exact(f"{where}: distributed local", got["distributed"],
                                   distributed[rank], context,
-                                  rule=_blame(mesh, rank, "DT-API-13", "DT-API-2"))  # fmt: skip
+                                  rule=_blame(mesh, rank, "DT-API-13", "DT-API-3"))  # fmt: skip
         judge.assert_tensor_exact(f"{where}: redistributed local", got["redistributed"],
                                   moved[rank], context,
                                   rule=_blame(mesh, rank, "DT-REDIST-14", transition))  # fmt: skip

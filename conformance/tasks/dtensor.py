@@ -39,14 +39,17 @@ def distribute_redistribute(
     seed: int = 0,
     data: Any = None,
 ) -> dict[str, Any]:
-    """Distribute the global tensor (``data``, or the seeded one) with ``source`` from rank
-    ``mesh_ranks[0]``, redistribute to ``target``; report local tensors, metadata,
-    ``full_tensor`` and whether inputs survived."""
+    """Distribute the global tensor (``data``, or the seeded one, the same on every rank) with
+    ``source`` and ``src_data_rank=None``, redistribute to ``target``; report local tensors,
+    metadata, ``full_tensor`` and whether inputs survived. Each rank slices its own copy
+    (DT-API-3), so the redistribution is judged on every mesh whatever ``distribute_tensor``
+    does with a source rank (DT-API-2 has its own test)."""
     adapter = adapters.load(impl)
     device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
     tensor = make_global(shape, dtype, seed, data).to(ctx.device)
     before = tensor.clone()
-    dt = adapter.dt_distribute(tensor, device_mesh, source, mesh_ranks[0])
+    with codec.building():
+        dt = adapter.dt_distribute(tensor, device_mesh, source, None)
     first = adapter.dt_to_local(dt).clone()
     moved = adapter.dt_redistribute(dt, target)
     return {
@@ -168,7 +171,8 @@ def with_placements(
 ) -> dict[str, Any]:
     """Call ``api`` (``distribute`` with ``src_data_rank``: a global rank, ``None``, or
     ``"first"`` for ``mesh_ranks[0]``; ``from_local`` with the global tensor as local and
-    ``run_check``; or ``redistribute`` of an all-``R`` DTensor) with ``placements``;
+    ``run_check``; or ``redistribute`` of an all-``R`` DTensor, built by ``from_local`` so that
+    no source rank is involved) with ``placements``;
     ``fault = {"rank", "placements"}`` gives one rank other placements, and with a
     ``"src_data_rank"`` key another source too. Reports the result's placements."""
     adapter = adapters.load(impl)
@@ -185,8 +189,8 @@ def with_placements(
         result = adapter.dt_from_local(tensor, device_mesh, placements, run_check, None, None)
     else:
         with codec.building():
-            replicated = adapter.dt_distribute(
-                tensor, device_mesh, ["R"] * len(mesh_shape), mesh_ranks[0]
+            replicated = adapter.dt_from_local(
+                tensor, device_mesh, ["R"] * len(mesh_shape), False, None, None
             )
         result = adapter.dt_redistribute(replicated, placements)
     return adapter.dt_describe(result)

@@ -60,9 +60,9 @@ def test_repeated_kinds_of_case_make_no_process_group_and_restart_no_world(world
 
 # Refusals of bad input, made on every rank after the validation that ERR-6 and ERR-8 ask for: a
 # placement naming a dim the tensor lacks, through distribute and from_local on a permuted 2-D
-# mesh whose groups earlier cases used; and refusals after data moved in the same case (a
-# redistribute into P(product) after a distribute, a gather whose ranks disagree on dst after a
-# shard), which keep the world only if the data path left every group in step.
+# mesh whose groups earlier cases used; a redistribute into P(product) of a distributed tensor;
+# and a refusal after data moved in the same case (a gather whose ranks disagree on dst after a
+# shard), which keeps the world only if the data path left every group in step.
 REFUSALS = [
     ("conformance.tasks.dtensor:with_placements",
      {"api": api, "shape": [4, 2], "dtype": "float32", "mesh_shape": [2, 2],
