@@ -79,6 +79,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "transition: S -> R",
         "transition: S -> S on another tensor dim",
         "transition: a mesh dim unchanged",
+        "transition: a tensor dim two mesh dims shard, changed",
     ),
     "strided transition": (
         "transition: _S on the source",
@@ -123,6 +124,7 @@ NEEDS_RANKS = {
     "mesh: k x 1": 2,
     "mesh: ranks out of order": 2,
     "mesh: smaller than the world": 2,
+    "transition: a tensor dim two mesh dims shard, changed": 2,
 }
 
 # A ShardedTensor has at least one dim: its family is the tensor's but for 0-d.
@@ -223,7 +225,20 @@ def transition(source: Sequence[Placement], target: Sequence[Placement]) -> None
             labels.add("transition: _S on the source")
         if kinds[1] == "_S":
             labels.add("transition: _S on the target")
+    if any(_nested_and_changed(side, source, target) for side in (source, target)):
+        labels.add("transition: a tensor dim two mesh dims shard, changed")
     note(*sorted(labels))
+
+
+def _nested_and_changed(side: Sequence[Placement], source, target) -> bool:
+    """Whether two mesh dims of ``side`` shard one tensor dim and one of them changes."""
+    dims = [i for i, p in enumerate(side) if isinstance(p, Shard)]
+    return any(
+        side[i].dim == side[j].dim and (source[i] != target[i] or source[j] != target[j])
+        for i in dims
+        for j in dims
+        if i < j
+    )
 
 
 def _kind(p: Placement) -> str:

@@ -145,9 +145,15 @@ def from_locals(draw, world_sizes: list[int]):
     )
     kind = draw(st.sampled_from(faults))
     fault = None
+    run_check = draw(st.booleans())
     if kind != "none":
         rank = None if kind == "drift" else draw(st.sampled_from(ranks))
         fault = {"rank": rank, "kind": kind}
+    if kind == "drift":
+        # drifting replicas are judged with run_check only (DT-API-9), and only an R dim has them
+        run_check = run_check or draw(st.integers(0, 3)) > 0
+        if "R" not in placements:
+            placements[draw(st.integers(0, len(placements) - 1))] = "R"
     return world_size, {
         "shape": shape,
         "dtype": dtype,
@@ -155,7 +161,7 @@ def from_locals(draw, world_sizes: list[int]):
         "mesh_shape": mesh_shape,
         "mesh_ranks": ranks,
         "placements": placements,
-        "run_check": draw(st.booleans()),
+        "run_check": run_check,
         "give_shape": given_ != "neither",
         "give_stride": given_ == "both",
         "fault": fault,
@@ -383,6 +389,8 @@ def factory_calls(draw, world_sizes: list[int]):
     floating = ["float32", "float64"]
     dtype = draw(st.sampled_from([None, *(floating if op.startswith("rand") else ss.DTYPES)]))
     fill = draw(st.sampled_from([0, 1, -3, 2.5, True])) if op == "full" else None
+    if fill is not None and draw(st.booleans()):
+        dtype = None  # half of the full calls: the fill's own dtype decides (DT-API-18)
     made = factory_dtype(op, fill, dtype)
     if "P(avg)" in (placements or []) and not made.is_floating_point:
         placements = [p.replace("P(avg)", "P(sum)") for p in placements]
@@ -437,11 +445,17 @@ def test_factories_build_the_layout_dtype_and_fill_of_any_placements(
                                           placements, world_size)  # fmt: skip
     for rank, got in enumerate(values):
         where = f"rank {rank}"
-        judge.assert_equal(f"{where}: (shape, stride, dtype)",
-                           [got["describe"][k] for k in ("shape", "stride", "dtype")],
-                           [size, list(dt_api.contiguous_stride(size)),
-                            str(dtype).removeprefix("torch.")],
+        judge.assert_equal(f"{where}: (shape, stride)",
+                           [got["describe"][k] for k in ("shape", "stride")],
+                           [size, list(dt_api.contiguous_stride(size))],
                            context, rule="DT-API-16")  # fmt: skip
+        judge.assert_equal(
+            f"{where}: dtype",
+            got["describe"]["dtype"],
+            str(dtype).removeprefix("torch."),
+            context,
+            rule="DT-API-18",
+        )
         local_shape = [0]
         if rank in coords:
             local_shape = list(local_shape_and_offset(size, mesh.shape, placements,

@@ -33,6 +33,14 @@ def transitions(draw, world_sizes: list[int]):
         ranks = draw(st.permutations(range(world_size)))[:k]
     source = draw(ss.placements(len(mesh_shape), len(shape)))
     target = draw(ss.placements(len(mesh_shape), len(shape)))
+    if len(mesh_shape) > 1 and shape and draw(st.booleans()):
+        # two mesh dims shard one tensor dim (DT-LAYOUT-7) on either side or both, so that the
+        # order in which nested chunks are cut and put back together is tested
+        i, j = sorted(draw(st.lists(st.integers(0, len(mesh_shape) - 1), min_size=2,
+                                    max_size=2, unique=True)))  # fmt: skip
+        d = f"S({draw(st.integers(-len(shape), len(shape) - 1))})"
+        for side in draw(st.sampled_from([[source], [target], [source, target]])):
+            side[i] = side[j] = d
     return world_size, {
         "shape": shape,
         "dtype": draw(st.sampled_from(ss.DTYPES)),
@@ -116,6 +124,8 @@ def test_every_shard_and_replicate_transition_keeps_the_value_exactly(
         if rank in mesh.ranks:
             judge.assert_equal(f"{where}: shape", got["describe"]["shape"], args["shape"], context,
                                rule="DT-REDIST-13")  # fmt: skip
+            judge.assert_equal(f"{where}: stride", got["describe"]["stride"], got["source_stride"],
+                               context, rule="DT-REDIST-13")  # fmt: skip
             judge.assert_equal(f"{where}: dtype", got["describe"]["dtype"], args["dtype"], context,
                                rule="DT-REDIST-13")  # fmt: skip
         judge.assert_equal(f"{where}: input unchanged", got["input_unchanged"], True, context,
@@ -138,29 +148,47 @@ OPS = ["sum", "avg", "min", "max", "product"]
 
 
 @st.composite
-def partial_transitions(draw, world_sizes: list[int]):
-    """Sources and targets with ``P`` of any op (the source built by ``from_local`` with partial
-    values that differ between coordinates), and at most one bad request: no placements, another
-    mesh, a list of the wrong length."""
-    world_size = draw(st.sampled_from(world_sizes))
+def partial_transitions(draw, world_sizes: list[int], op: str):
+    """A source whose ``P`` dims have ``op`` and a target with ``P`` of any other op (the source
+    built by ``from_local`` with partial values that differ between coordinates), and at most one
+    bad request: no placements, another mesh, a list of the wrong length.
+
+    The kind of transition is drawn first, so that each is drawn as often as the others: on one
+    mesh dim (of size 2 or more where the world allows one) ``P(op)`` is reduced to ``R``, ``S``
+    or ``_S``, a ``P`` is made from one of them, or ``P(op)`` changes its op; or both lists are
+    drawn freely."""
+    kind = draw(st.sampled_from(["reduce", "partition", "another op", "any"]))
+    wide = [n for n in world_sizes if n > 1] if kind != "any" else []
+    world_size = draw(st.sampled_from(wide or world_sizes))
     shape = draw(ss.shapes())
     mesh_shape, ranks = draw(ss.meshes(world_size))
+    if wide and max(mesh_shape) == 1:  # a mesh dim that the transition spans
+        k = draw(st.integers(2, world_size))
+        mesh_shape[draw(st.integers(0, len(mesh_shape) - 1))] = k
+        ranks = draw(st.permutations(range(world_size)))[:k]
+    other = draw(st.sampled_from([o for o in OPS if o != op]))
 
-    def with_op(op: str) -> list[str]:
-        drawn = draw(ss.placements(len(mesh_shape), len(shape), partial=True, strided=True))
-        if draw(st.booleans()):  # P on some mesh dim half the time, so that P meets every kind
-            drawn[draw(st.integers(0, len(drawn) - 1))] = "P(sum)"
-        return [f"P({op})" if p == "P(sum)" else p for p in drawn]
+    def drawn(op: str, partial: bool = True) -> list[str]:
+        got = draw(ss.placements(len(mesh_shape), len(shape), partial=partial, strided=True))
+        return [f"P({op})" if p == "P(sum)" else p for p in got]
 
-    source = with_op(draw(st.sampled_from(OPS)))
-    target = with_op(draw(st.sampled_from(OPS)))
-    fault = draw(st.sampled_from(["none"] * 4 + ["missing", "length"]
+    source, target = drawn(op), drawn(other)
+    wide = [i for i, k in enumerate(mesh_shape) if k > 1] or list(range(len(mesh_shape)))
+    i = draw(st.sampled_from(wide))
+    if kind == "reduce":
+        source[i], target[i] = f"P({op})", drawn(other, partial=False)[i]
+    elif kind == "partition":
+        source[i], target[i] = drawn(op, partial=False)[i], f"P({other})"
+    elif kind == "another op":
+        source[i] = f"P({op})"
+        target = [f"P({other})" if p.startswith("P(") else p for p in source]
+    fault = draw(st.sampled_from(["none"] * 8 + ["missing", "length"]
                                  + (["other_mesh"] if len(ranks) > 1 else [])))  # fmt: skip
     if fault == "length":
         target = [*target, "R"]
     return world_size, {
         "shape": shape,
-        "dtype": draw(st.sampled_from(["float32", "float64", "int64"])),
+        "dtype": draw(st.sampled_from(ss.DTYPES)),
         "seed": draw(st.integers(0, 2**16)),
         "mesh_shape": mesh_shape,
         "mesh_ranks": ranks,
@@ -183,18 +211,20 @@ def _partial_parts(args) -> tuple[str | None, list[torch.Tensor]]:
 @pytest.mark.rules(
     "DT-REDIST-1", "DT-REDIST-2", "DT-REDIST-3", "DT-REDIST-4", "DT-REDIST-5", "DT-REDIST-6",
     "DT-REDIST-7", "DT-REDIST-8", "DT-REDIST-9", "DT-REDIST-10", "DT-REDIST-11", "DT-REDIST-12",
-    "DT-REDIST-13", "DT-REDIST-14", "DT-PLACE-1", "DT-PLACE-11",
+    "DT-REDIST-13", "DT-REDIST-14", "DT-REDIST-15", "DT-PLACE-1", "DT-PLACE-11",
 )  # fmt: skip
 @pytest.mark.edges("permutation", "strided transition", "chunks")
+@pytest.mark.parametrize("op", OPS)
 @given(data=st.data())
 def test_partial_sources_reduce_and_partial_targets_partition(
-    impl, run_case, available_world_sizes, data
+    impl, run_case, available_world_sizes, op, data
 ):
-    """Every op as source and target: locals within the oracle's tolerance of reduce-then-slice
-    and partition; P(product) targets, integer P(avg) reductions, missing placements and other
-    meshes raise on every rank."""
-    judge.requires(impl, "dtensor")
-    world_size, args = data.draw(partial_transitions(available_world_sizes))
+    """Every op as source (one test each: every op gets the profile's examples, and a known
+    failure of one op cannot hide another's) and target: locals within the oracle's tolerance of
+    reduce-then-slice and partition; P(product) targets, integer P(avg) reductions, missing
+    placements and other meshes raise on every rank."""
+    judge.requires(impl, "dtensor", f"partial:{op}")
+    world_size, args = data.draw(partial_transitions(available_world_sizes, op))
     if len(args["mesh_ranks"]) < world_size:
         judge.assume_claimed(impl, "sub_groups")
     for p in [*args["source"], *(args["target"] or [])]:
@@ -211,7 +241,7 @@ def test_partial_sources_reduce_and_partial_targets_partition(
         source, target, mesh.ndim, len(args["shape"]), args["dtype"],
         same_mesh=not args["other_mesh"],
     )  # fmt: skip
-    integer = args["dtype"] == "int64"
+    integer = args["dtype"] in dt_redistribute.INTEGER_DTYPES
     full_ok = not (integer and target is not None and partial_op(target) == "avg")
     case_args = {**args, "full": full_ok}
     result = run_case("dtensor:partial_redistribute", world_size, **case_args)
@@ -257,6 +287,12 @@ def test_partial_sources_reduce_and_partial_targets_partition(
                            expected_placements, context, rule="DT-REDIST-13")  # fmt: skip
         judge.assert_equal(f"{where}: shape", got["describe"]["shape"], args["shape"], context,
                            rule="DT-REDIST-13")  # fmt: skip
+        judge.assert_equal(f"{where}: stride", got["describe"]["stride"], got["source_stride"],
+                           context, rule="DT-REDIST-13")  # fmt: skip
+        judge.assert_equal(f"{where}: local (contiguous, device)",
+                           [got["local_contiguous"], got["local_device"]],
+                           [True, backend_named(result.backend).device_for(rank).type],
+                           context, rule="DT-REDIST-15")  # fmt: skip
         kept = got["source_local_unchanged"] and got["source_placements"] == source_placements
         judge.assert_equal(f"{where}: source unchanged", kept, True, context,
                            rule="DT-REDIST-12")  # fmt: skip

@@ -181,5 +181,9 @@ def test_gather_arguments_are_validated_on_every_rank_before_data_moves(
                            rule="ST-GATHER-8")  # fmt: skip
         if rank == args["dst_by_rank"][0]:
             out = value["out"].contiguous()
-            judge.assert_tensor_exact(f"rank {rank}: out", out, expected, context,
-                                      rule=out_rule(out, expected))  # fmt: skip
+            # a strided out holding data not merely rounded was not written through its elements
+            given = args["out_by_rank"][rank]
+            rule = out_rule(out, expected)
+            if rule == "ST-GATHER-1" and isinstance(given, dict) and given.get("transposed"):
+                rule = "ST-GATHER-8"
+            judge.assert_tensor_exact(f"rank {rank}: out", out, expected, context, rule=rule)

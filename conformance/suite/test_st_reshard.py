@@ -63,7 +63,9 @@ def _chunk_reshard(draw, world_sizes: list[int], min_members: int):
     over the group (any dim, any order of the members): the tensor's and the new one."""
     world_size = draw(st.sampled_from(world_sizes))
     order = draw(st.permutations(range(world_size)))
-    group = sorted(order[: draw(st.integers(min_members, world_size))])
+    # the whole world half the time: a group of one rank has a single order
+    members = world_size if draw(st.booleans()) else draw(st.integers(min_members, world_size))
+    group = sorted(order[:members])
     shape = draw(ss.shapes(min_dims=1, max_dims=3, max_side=6))
     n = len(shape)
     spec = {"dim": draw(st.integers(-n, n - 1)), "ranks": draw(st.permutations(group))}
@@ -94,6 +96,9 @@ def reshard_cases(draw, world_sizes: list[int]):
     one thing that is unsupported or invalid (ERR-11)."""
     world_size, group, shape, spec, new = _chunk_reshard(draw, world_sizes, min_members=1)
     n = len(shape)
+    # properties other than the defaults, which the result must keep (ST-RESHARD-5)
+    dtype = draw(st.sampled_from(ss.DTYPES))
+    requires_grad = dtype.startswith("float") and draw(st.integers(0, 2)) > 0
     fault = draw(st.sampled_from(FAULTS))
     if fault == "identity":
         new = spec
@@ -118,11 +123,12 @@ def reshard_cases(draw, world_sizes: list[int]):
         new = draw(st.sampled_from(["rank:0/cpu", 0]))
     return world_size, {
         "shape": shape,
-        "dtype": draw(st.sampled_from(ss.DTYPES)),
+        "dtype": dtype,
         "seed": draw(st.integers(0, 2**16)),
         "spec": spec,
         "new_spec": new,
         "group": group,
+        "requires_grad": requires_grad,
     }
 
 
@@ -154,7 +160,7 @@ def test_reshard_equals_sharding_the_gathered_tensor(impl, available_world_sizes
     if not (verdict.ok or members.ok):
         return
     values = dict(zip(group, members.values(), strict=True))
-    props = Properties(dtype=args["dtype"])
+    props = Properties(dtype=args["dtype"], requires_grad=args["requires_grad"])
     meta = build_metadata(spec, args["shape"], props)
     source = make_global(args["shape"], args["dtype"], args["seed"])
     if isinstance(spec, EnumerableSpec):

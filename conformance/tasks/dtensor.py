@@ -53,6 +53,7 @@ def distribute_redistribute(
     first = adapter.dt_to_local(dt).clone()
     moved = adapter.dt_redistribute(dt, target)
     return {
+        "source_stride": adapter.dt_describe(dt)["stride"],
         "distributed": first,
         "redistributed": adapter.dt_to_local(moved),
         "redistributed_device": adapter.dt_to_local(moved).device.type,
@@ -294,15 +295,20 @@ def partial_redistribute(
     full: bool = True,
 ) -> dict[str, Any]:
     """Build the source (``_wrapped``), redistribute to ``target`` (on the mesh of the reversed
-    rank list if ``other_mesh``); report the new local, metadata, ``full_tensor`` (if ``full``)
-    and the source DTensor's local tensor and placements after the call."""
+    rank list if ``other_mesh``); report the new local (with its contiguity and device, which a
+    copy would not keep), metadata, ``full_tensor`` (if ``full``) and the source DTensor's stride,
+    local tensor and placements after the call."""
     adapter = adapters.load(impl)
     dt = _wrapped(ctx, impl, shape, dtype, seed, mesh_shape, mesh_ranks, source)
     held = adapter.dt_to_local(dt).clone()
     other = mesh(ctx, impl, mesh_shape, mesh_ranks[::-1]) if other_mesh else None
     moved = adapter.dt_redistribute(dt, target, other)
+    local = adapter.dt_to_local(moved)
     return {
-        "local": adapter.dt_to_local(moved).clone(),
+        "source_stride": adapter.dt_describe(dt)["stride"],
+        "local": local.clone(),
+        "local_contiguous": local.is_contiguous(),
+        "local_device": local.device.type,
         "describe": adapter.dt_describe(moved),
         "full": adapter.dt_full_tensor(moved) if full else None,
         "source_local_unchanged": bool(torch.equal(adapter.dt_to_local(dt), held)),

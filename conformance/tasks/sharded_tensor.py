@@ -137,11 +137,13 @@ def reshard_checked(
     new_spec: Any,
     group: list[int],
     new_spec_by_rank: dict[str, Any] | None = None,
+    requires_grad: bool = False,
 ) -> dict[str, Any] | None:
     """Build a tensor of ``spec`` on ``group`` (a chunk spec: sharded from group rank 0; an
-    enumerable one: ``zeros``), reshard it to ``new_spec`` (to ``new_spec_by_rank[str(rank)]``
-    on the ranks listed there); report the result and whether the local tensors held before
-    are unchanged (ST-RESHARD-6), attached to the exception when reshard raised."""
+    enumerable one: ``zeros``), with ``requires_grad``, reshard it to ``new_spec`` (to
+    ``new_spec_by_rank[str(rank)]`` on the ranks listed there); report the result and whether
+    the local tensors held before are unchanged (ST-RESHARD-6), attached to the exception when
+    reshard raised."""
     adapter = adapters.load(impl)
     process_group = ctx.group(group)
     if ctx.rank not in group:
@@ -150,13 +152,14 @@ def reshard_checked(
         old_spec = codec.make_spec(adapter, spec, ctx.device)
         if "boxes" in spec:
             t = adapter.st_create(
-                "zeros", old_spec, shape, dtype=torch_dtype(dtype), process_group=process_group
-            )
+                "zeros", old_spec, shape, dtype=torch_dtype(dtype),
+                requires_grad=requires_grad, process_group=process_group,
+            )  # fmt: skip
         else:
-            source = make_global(shape, dtype, seed).to(ctx.device)
+            source = make_global(shape, dtype, seed).to(ctx.device).requires_grad_(requires_grad)
             t = adapter.st_shard_by_spec(source, old_spec, 0, process_group)
     held = [s.tensor for s in t.local_shards()]
-    before = [x.clone() for x in held]
+    before = [x.detach().clone() for x in held]
     new_spec = (new_spec_by_rank or {}).get(str(ctx.rank), new_spec)
 
     def kept() -> dict[str, bool]:
@@ -295,15 +298,21 @@ def copies(
     ctx: RankContext, impl: str, shape: list[int], dtype: str, seed: int, ranks: list[int]
 ) -> dict[str, Any]:
     """``to(float64)``, ``to(same dtype)``, ``cpu()``, ``clone()`` and a ``torch.save`` /
-    ``torch.load`` round trip of a tensor sharded from rank 0 (ST-LIFE-17, 18)."""
+    ``torch.load`` round trip (ST-LIFE-17, 18) of a tensor chunked over ``ranks``, made with
+    ``zeros`` and each local shard filled with its box of the seeded tensor: construction
+    (ST-LIFE-1) takes any placement list, where ``shard`` need not (ST-LIFE-7)."""
     adapter = adapters.load(impl)
+    source = make_global(shape, dtype, seed).to(ctx.device)
     with codec.building():
-        t = adapter.st_shard_by_spec(
-            make_global(shape, dtype, seed).to(ctx.device),
-            codec.make_spec(adapter, {"dim": 0, "ranks": ranks}, ctx.device),
-            0,
-            None,
-        )
+        spec = codec.make_spec(adapter, {"dim": 0, "ranks": ranks}, ctx.device)
+        t = adapter.st_create("zeros", spec, shape, dtype=source.dtype)
+        for s in t.local_shards():
+            if s.tensor.numel():  # an empty box may lie past the end (ST-SPEC-2)
+                box = source
+                offsets, sizes = s.metadata.shard_offsets, s.metadata.shard_sizes
+                for d, (o, n) in enumerate(zip(offsets, sizes, strict=True)):
+                    box = box.narrow(d, o, n)
+                s.tensor.copy_(box)
 
     def describe(x: Any) -> dict[str, Any]:
         return codec.describe(adapter, x)
@@ -381,22 +390,34 @@ def flatten_checked(
     if caller is not None and ctx.rank != caller:
         return None
     shards_before = list(outer.metadata().shards_metadata)
+    entries_before = (dict(state), dict(state["x"]))
     try:
         flat = adapter.st_flatten(state)
     except Exception as exc:
         return {"error": type(exc).__name__, "is_value_error": isinstance(exc, ValueError)}
     w: Any = flat.get("w", "dropped")
+    x = flat.get("x", {})
     return {
         "error": None,
         "keys": sorted(flat),
-        "x_keys": sorted(flat["x"]),
-        "b_same": flat["b"] is state["b"],
-        "y": flat["x"]["y"],
-        "plain_same": flat["x"].get("p") is plain,
+        "x_keys": sorted(x),
+        "b_same": flat.get("b") is entries_before[0]["b"],
+        "y": x.get("y"),
+        "plain_same": x.get("p") is plain,
         "w": w if isinstance(w, str) else "same" if w is outer else codec.describe(adapter, w),
         "local_values": None
         if isinstance(w, str) or w is outer
         else [s.tensor.detach().cpu() for s in w.local_shards()],
-        "input_intact": state["w"] is outer
+        # the same entries, each the same object, at both levels; the outer metadata as it was
+        "input_intact": _same_entries(state, entries_before[0])
+        and _same_entries(state.get("x"), entries_before[1])
         and list(outer.metadata().shards_metadata) == shards_before,
     }
+
+
+def _same_entries(now: Any, before: dict[str, Any]) -> bool:
+    return (
+        isinstance(now, dict)
+        and now.keys() == before.keys()
+        and all(now[k] is v for k, v in before.items())
+    )

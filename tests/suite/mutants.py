@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import itertools
 import os
 import signal
@@ -11,9 +13,13 @@ from unittest import mock
 import torch
 
 import reference.dtensor as dt
+import reference.dtensor.dtensor as dt_dtensor
+import reference.dtensor.redistribute as dt_redistribute
 from conformance.adapters.reference import ReferenceAdapter
 from conformance.vocabulary import Shard, parse_placement
 from reference.sharded_tensor import ChunkShardingSpec, validation
+from reference.sharded_tensor import metadata as st_metadata
+from reference.sharded_tensor.sharded_tensor import ShardedTensor
 
 
 class ChunkOffsetPastTheEnd(ReferenceAdapter):
@@ -217,8 +223,8 @@ class OverlapOnlyBetweenNeighbours(_OverlapCheck):
 
 class ReshardInRankOrder(_PatchedTensors):
     """``reshard`` that lays chunks out in rank order, not in the order of the placements
-    (PyTorch's own ST-RESHARD-3 deviation). Minimal: a reshard to the tensor's own spec, whose
-    placements are out of rank order, moves the data (ST-RESHARD-4)."""
+    (PyTorch's own ST-RESHARD-3 deviation). Minimal: a reshard along the same dim to placements
+    out of rank order lays the chunks out in the wrong order (ST-RESHARD-2)."""
 
     def patch(self, t):
         return _in_rank_order(t)
@@ -366,6 +372,179 @@ class CheckpointKeepsReplicas(ReferenceAdapter):
         return {**super().dt_checkpoint_plan(dtensor), "boxes": boxes}
 
 
+class CloneSharesLaterShards(_PatchedTensors):
+    """``clone`` that copies a rank's first local shard only, as if every rank held one: the
+    others share storage with the source (ST-LIFE-17)."""
+
+    def patch(self, t):
+        def clone():
+            shards = [
+                st_metadata.Shard(s.tensor.clone() if i == 0 else s.tensor, s.metadata)
+                for i, s in enumerate(t.local_shards())
+            ]
+            return ShardedTensor(copy.deepcopy(t.metadata()), shards, t.process_group, t._spec)
+
+        t.clone = clone
+        return t
+
+
+class ReshardDropsRequiresGrad(_PatchedTensors):
+    """``reshard`` whose result forgets ``requires_grad``, in its properties and its local
+    tensors (ST-RESHARD-5)."""
+
+    def patch(self, t):
+        checked = t.reshard
+
+        def reshard(spec):
+            new = checked(spec)
+            if new.metadata().tensor_properties.requires_grad:
+                new._metadata = copy.deepcopy(new._metadata)
+                new._metadata.tensor_properties.requires_grad = False
+                for s in new.local_shards():
+                    s.tensor = s.tensor.detach()
+            return self.patch(new)
+
+        t.reshard = reshard
+        return t
+
+
+class GatherThroughACopyOfOut(_PatchedTensors):
+    """``gather`` into ``out.contiguous()``: a strided ``out`` gets a temporary copy written,
+    and keeps its old values (ST-GATHER-8)."""
+
+    def patch(self, t):
+        checked = t.gather
+
+        def gather(dst=0, out=None):
+            if isinstance(out, torch.Tensor) and not out.is_contiguous():
+                out = out.contiguous()
+            return checked(dst=dst, out=out)
+
+        t.gather = gather
+        return t
+
+
+class FlattenRemovesNestedEntries(ReferenceAdapter):
+    """Flattening that deletes each nested tensor's entry from the caller's state dict as it
+    rewrites it (ST-FLAT-10)."""
+
+    def st_flatten(self, state_dict):
+        flat = super().st_flatten(state_dict)
+        _remove_nested(state_dict)
+        return flat
+
+
+def _remove_nested(d: dict) -> None:
+    for key in list(d):
+        value = d[key]
+        if isinstance(value, dict):
+            _remove_nested(value)
+        elif isinstance(value, ShardedTensor):
+            shards = value.local_shards()
+            if len(shards) == 1 and isinstance(shards[0].tensor, ShardedTensor):
+                del d[key]
+
+
+class FromLocalChecksIntoTheInput(ReferenceAdapter):
+    """``from_local(run_check=True)`` that broadcasts coordinate 0's replica into the tensor
+    the caller passed, not into a new one (DT-API-9)."""
+
+    def dt_from_local(self, local, mesh, placements, run_check, shape, stride):
+        d = super().dt_from_local(local, mesh, placements, run_check, shape, stride)
+        held = d.to_local()
+        if run_check and held is not local and held.shape == local.shape:
+            local.copy_(held)
+            d._local = local
+        return d
+
+
+class FullOfTheDefaultDtype(ReferenceAdapter):
+    """``full(size, v)`` without a dtype in the default dtype, not the one ``torch.full``
+    infers from ``v`` (DT-API-18)."""
+
+    def dt_factory(self, op, size, mesh, placements, fill_value, dtype, requires_grad):
+        if op == "full" and dtype is None:
+            dtype = torch.get_default_dtype()
+        return super().dt_factory(op, size, mesh, placements, fill_value, dtype, requires_grad)
+
+
+class RedistributeStrideOfTheLocal(ReferenceAdapter):
+    """A redistributed DTensor whose stride is its local tensor's, not the source's global
+    stride (DT-REDIST-13)."""
+
+    def dt_redistribute(self, d, placements, device_mesh=None):
+        moved = super().dt_redistribute(d, placements, device_mesh)
+        moved._stride = tuple(moved.to_local().stride())
+        return moved
+
+
+class _Replanned(ReferenceAdapter):
+    """The reference, with every redistribution's plan passed through ``replan``."""
+
+    def replan(self, plan, source, target):
+        raise NotImplementedError
+
+    def dt_redistribute(self, d, placements, device_mesh=None):
+        planned = dt_redistribute.plan
+
+        def plan(source, target):
+            return self.replan(planned(source, target), source, target)
+
+        with mock.patch.object(dt_dtensor, "plan", plan):
+            return super().dt_redistribute(d, placements, device_mesh)
+
+
+class PartialRelabelled(_Replanned):
+    """``P(op1) -> P(op2)`` that changes the label only: no reduction, no partition
+    (DT-REDIST-6)."""
+
+    def replan(self, plan, source, target):
+        relabelled = {
+            i
+            for i, (s, t) in enumerate(zip(source, target, strict=True))
+            if isinstance(s, dt.Partial) and isinstance(t, dt.Partial) and s != t
+        }
+        steps = tuple(
+            s
+            for s in plan.steps
+            if not (
+                set(s.mesh_dims) & relabelled and s.kind in ("all_reduce", "partition", "divide")
+            )
+        )
+        return dataclasses.replace(plan, steps=steps)
+
+
+class NestedShardsGatheredLeftToRight(_Replanned):
+    """Nested shards of one tensor dim gathered outer mesh dim first, not inner first
+    (DT-LAYOUT-7, DT-REDIST-3)."""
+
+    def replan(self, plan, source, target):
+        gathers = sorted(
+            (s for s in plan.steps if s.kind == "all_gather"), key=lambda s: s.mesh_dims
+        )
+        if len(gathers) < 2:
+            return plan
+        ordered = iter(gathers)
+        steps = tuple(next(ordered) if s.kind == "all_gather" else s for s in plan.steps)
+        return dataclasses.replace(plan, steps=steps)
+
+
+class PartitionDividesBool(ReferenceAdapter):
+    """A ``P(sum)`` partition whose integer branch knows ``int64`` only: ``bool`` is divided
+    like a float and changes dtype (DT-REDIST-6)."""
+
+    def dt_redistribute(self, d, placements, device_mesh=None):
+        partition = dt_redistribute.partition
+
+        def divided(x, target, parts, coord):
+            if target.reduce_op == "sum" and x.dtype == torch.bool:
+                return x / parts
+            return partition(x, target, parts, coord)
+
+        with mock.patch.object(dt_redistribute, "partition", divided):
+            return super().dt_redistribute(d, placements, device_mesh)
+
+
 CHUNK_OFFSET = ChunkOffsetPastTheEnd()
 GATHER_WRITES_OUT = GatherWritesOutBeforeChecking()
 RESHARD_SPOILS_SOURCE = ReshardSpoilsItsSourceOnError()
@@ -389,6 +568,16 @@ DISTRIBUTE_FROM_FIRST = DistributeFromTheFirstMember()
 AVG_WITHOUT_DIVIDING = AverageWithoutDividing()
 INTEROP_BY_COORDINATE = InteropPlacesByCoordinate()
 CHECKPOINT_KEEPS_REPLICAS = CheckpointKeepsReplicas()
+CLONE_SHARES_LATER_SHARDS = CloneSharesLaterShards()
+RESHARD_DROPS_GRAD = ReshardDropsRequiresGrad()
+GATHER_THROUGH_A_COPY = GatherThroughACopyOfOut()
+FLATTEN_REMOVES_NESTED = FlattenRemovesNestedEntries()
+FROM_LOCAL_CHECKS_INTO_INPUT = FromLocalChecksIntoTheInput()
+FULL_OF_DEFAULT_DTYPE = FullOfTheDefaultDtype()
+REDISTRIBUTE_STRIDE_OF_LOCAL = RedistributeStrideOfTheLocal()
+PARTIAL_RELABELLED = PartialRelabelled()
+NESTED_LEFT_TO_RIGHT = NestedShardsGatheredLeftToRight()
+PARTITION_DIVIDES_BOOL = PartitionDividesBool()
 
 
 class LayoutCrashesTheProcess(ReferenceAdapter):
