@@ -173,8 +173,8 @@ def partial_transitions(draw, world_sizes: list[int], op: str):
         return [f"P({op})" if p == "P(sum)" else p for p in got]
 
     source, target = drawn(op), drawn(other)
-    wide = [i for i, k in enumerate(mesh_shape) if k > 1] or list(range(len(mesh_shape)))
-    i = draw(st.sampled_from(wide))
+    spanning = [i for i, k in enumerate(mesh_shape) if k > 1] or list(range(len(mesh_shape)))
+    i = draw(st.sampled_from(spanning))
     if kind == "reduce":
         source[i], target[i] = f"P({op})", drawn(other, partial=False)[i]
     elif kind == "partition":
