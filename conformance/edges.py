@@ -230,7 +230,9 @@ def transition(source: Sequence[Placement], target: Sequence[Placement]) -> None
     note(*sorted(labels))
 
 
-def _nested_and_changed(side: Sequence[Placement], source, target) -> bool:
+def _nested_and_changed(
+    side: Sequence[Placement], source: Sequence[Placement], target: Sequence[Placement]
+) -> bool:
     """Whether two mesh dims of ``side`` shard one tensor dim and one of them changes."""
     dims = [i for i, p in enumerate(side) if isinstance(p, Shard)]
     return any(

@@ -449,13 +449,9 @@ def test_factories_build_the_layout_dtype_and_fill_of_any_placements(
                            [got["describe"][k] for k in ("shape", "stride")],
                            [size, list(dt_api.contiguous_stride(size))],
                            context, rule="DT-API-16")  # fmt: skip
-        judge.assert_equal(
-            f"{where}: dtype",
-            got["describe"]["dtype"],
-            str(dtype).removeprefix("torch."),
-            context,
-            rule="DT-API-18",
-        )
+        judge.assert_equal(f"{where}: dtype", got["describe"]["dtype"],
+                           str(dtype).removeprefix("torch."), context,
+                           rule="DT-API-18")  # fmt: skip
         local_shape = [0]
         if rank in coords:
             local_shape = list(local_shape_and_offset(size, mesh.shape, placements,

@@ -168,9 +168,9 @@ def partial_transitions(draw, world_sizes: list[int], op: str):
         ranks = draw(st.permutations(range(world_size)))[:k]
     other = draw(st.sampled_from([o for o in OPS if o != op]))
 
-    def drawn(op: str, partial: bool = True) -> list[str]:
+    def drawn(reduce_op: str, partial: bool = True) -> list[str]:
         got = draw(ss.placements(len(mesh_shape), len(shape), partial=partial, strided=True))
-        return [f"P({op})" if p == "P(sum)" else p for p in got]
+        return [f"P({reduce_op})" if p == "P(sum)" else p for p in got]
 
     source, target = drawn(op), drawn(other)
     spanning = [i for i, k in enumerate(mesh_shape) if k > 1] or list(range(len(mesh_shape)))

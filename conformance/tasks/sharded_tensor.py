@@ -9,6 +9,8 @@ from typing import Any
 import torch
 
 from conformance import adapters
+from conformance.oracle.st_metadata import ShardMeta
+from conformance.oracle.st_ops import box
 from conformance.tasks import codec
 from conformance.tasks.codec import make_global, placements_of, torch_dtype
 from conformance.world import RankContext
@@ -308,11 +310,8 @@ def copies(
         t = adapter.st_create("zeros", spec, shape, dtype=source.dtype)
         for s in t.local_shards():
             if s.tensor.numel():  # an empty box may lie past the end (ST-SPEC-2)
-                box = source
-                offsets, sizes = s.metadata.shard_offsets, s.metadata.shard_sizes
-                for d, (o, n) in enumerate(zip(offsets, sizes, strict=True)):
-                    box = box.narrow(d, o, n)
-                s.tensor.copy_(box)
+                meta = ShardMeta(s.metadata.shard_offsets, s.metadata.shard_sizes, None)
+                s.tensor.copy_(box(source, meta))
 
     def describe(x: Any) -> dict[str, Any]:
         return codec.describe(adapter, x)
