@@ -19,6 +19,8 @@ from conformance.adapters.contract import Adapter
 from conformance.oracle.dt_api import contiguous_stride
 from conformance.oracle.layout import source_local
 from conformance.oracle.mesh import coordinate
+from conformance.oracle.st_metadata import ShardMeta
+from conformance.oracle.st_ops import box
 from conformance.oracle.tensors import laid_out, make_global, torch_dtype
 from conformance.vocabulary import Mesh
 from conformance.world.protocol import BUILT_FACT, FACTS_ATTRIBUTE
@@ -119,6 +121,11 @@ def filled(desc: dict[str, Any], fill: Any, device: torch.device) -> torch.Tenso
     else:
         x = torch.full(shape, fill, dtype=dtype, device=device)
     return x.requires_grad_(True) if desc.get("requires_grad") else x
+
+
+def box_of(tensor: torch.Tensor, offsets: list[int], sizes: list[int]) -> torch.Tensor:
+    """The view of ``tensor`` in the box ``(offsets, sizes)``: the oracle's ``box``."""
+    return box(tensor, ShardMeta(offsets, sizes, None))
 
 
 def out_tensor(desc: Any, device: torch.device) -> Any:

@@ -9,8 +9,6 @@ from typing import Any
 import torch
 
 from conformance import adapters
-from conformance.oracle.st_metadata import ShardMeta
-from conformance.oracle.st_ops import box
 from conformance.tasks import codec
 from conformance.tasks.codec import make_global, placements_of, torch_dtype
 from conformance.world import RankContext
@@ -310,8 +308,8 @@ def copies(
         t = adapter.st_create("zeros", spec, shape, dtype=source.dtype)
         for s in t.local_shards():
             if s.tensor.numel():  # an empty box may lie past the end (ST-SPEC-2)
-                meta = ShardMeta(s.metadata.shard_offsets, s.metadata.shard_sizes, None)
-                s.tensor.copy_(box(source, meta))
+                offsets, sizes = s.metadata.shard_offsets, s.metadata.shard_sizes
+                s.tensor.copy_(codec.box_of(source, offsets, sizes))
 
     def describe(x: Any) -> dict[str, Any]:
         return codec.describe(adapter, x)
