@@ -26,6 +26,7 @@ from conformance import (
     known_failures,
     options,
     profiles,
+    rank_devices,
     rules,
     run_info,
     symptoms,
@@ -140,7 +141,7 @@ def pytest_configure(config: pytest.Config) -> None:
     impl_name = config.getoption("--impl")
     release = getattr(load_impl(impl_name), "release", None)
     try:
-        backend_named(config.getoption("--backend"))
+        rank_devices.use(backend_named(config.getoption("--backend")))
         given = config.getoption("--xfails")
         if given:
             choice = known_failures.Choice(Path(given), "given with --xfails")

@@ -17,10 +17,11 @@ from conformance.oracle.flatten import (
 )
 from conformance.oracle.st_metadata import Properties, ShardMeta, TensorMeta
 from conformance.oracle.st_sharding_spec import ChunkSpec, build_metadata
+from conformance.rank_devices import device, placement
 
 
 def _spec(ranks):
-    return ChunkSpec(0, tuple(f"rank:{r}/cpu" for r in ranks))
+    return ChunkSpec(0, tuple(placement(r) for r in ranks))
 
 
 @st.composite
@@ -80,7 +81,7 @@ def _outer(args) -> TensorMeta:
 
 def _inner(args) -> TensorMeta:
     shards = [
-        ShardMeta(offsets, sizes, f"rank:{r}/cpu")
+        ShardMeta(offsets, sizes, placement(r))
         for r, boxes in enumerate(args["inner_boxes"])
         for offsets, sizes in boxes
     ]
@@ -143,7 +144,7 @@ def test_flattening_rewrites_nested_tensors_into_outer_coordinates(
                                value.get("is_value_error"), True, context,
                                rule="ST-FLAT-4")  # fmt: skip
             continue
-        entry = flatten_entry(outer, nested, rank)
+        entry = flatten_entry(outer, nested, rank, device(rank))
         dropped = entry == "dropped"
         judge.assert_equal(f"rank {rank}: error", value["error"], None, context,
                            rule="ST-FLAT-2" if dropped else "ST-FLAT-3" if entry == "same"
@@ -186,6 +187,6 @@ def test_an_empty_inner_shard_starting_where_a_full_one_starts_is_flattened_like
     context = result.replay_command()
     outer, inner = _outer(args), _inner(args)
     for rank, value in enumerate(values):
-        entry = flatten_entry(outer, inner, rank)
+        entry = flatten_entry(outer, inner, rank, device(rank))
         assert isinstance(entry, Flat)  # every rank holds one outer and one inner shard
         _judge_boxes(value, entry, rank, context)

@@ -14,6 +14,7 @@ from conformance.oracle.st_ops import box, gather_verdict
 from conformance.oracle.st_sharding_spec import ChunkSpec, build_metadata, chunk_shards
 from conformance.oracle.st_validation import TensorInfo
 from conformance.oracle.tensors import make_global
+from conformance.rank_devices import device, placement
 
 
 @st.composite
@@ -54,7 +55,7 @@ def test_shard_then_gather_returns_the_source_exactly(impl, available_world_size
     context = result.replay_command()
     expected = make_global(args["shape"], args["dtype"], args["seed"])
     layout = chunk_shards(args["shape"], ChunkSpec(args["dim"], tuple(
-        f"rank:{r}/cpu" for r in args["order"])))  # fmt: skip
+        placement(r) for r in args["order"])))  # fmt: skip
     for rank, value in enumerate(values):
         if rank not in args["group"]:
             continue
@@ -131,9 +132,9 @@ def gather_arg_cases(draw, world_sizes: list[int]):
     }
 
 
-def _out_info(desc):
+def _out_info(desc, rank):
     if isinstance(desc, dict):
-        return TensorInfo(tuple(desc["shape"]), desc["dtype"])
+        return TensorInfo(tuple(desc["shape"]), desc["dtype"], device(rank))
     return desc
 
 
@@ -154,13 +155,13 @@ def test_gather_arguments_are_validated_on_every_rank_before_data_moves(
     result = run_case("sharded_tensor:gather_checked", world_size, **args)
     judge.assert_built(result, rule="ST-LIFE-7")
     group = list(range(world_size))
-    spec = ChunkSpec(args["dim"], tuple(f"rank:{r}/cpu" for r in args["order"]))
+    spec = ChunkSpec(args["dim"], tuple(placement(r) for r in args["order"]))
     meta = build_metadata(spec, args["shape"], Properties(dtype=args["dtype"]))
     verdict = gather_verdict(
         meta,
         group,
         dict(enumerate(args["dst_by_rank"])),
-        {r: _out_info(d) for r, d in enumerate(args["out_by_rank"])},
+        {r: _out_info(d, r) for r, d in enumerate(args["out_by_rank"])},
     )
     strided = any(isinstance(d, dict) and d.get("transposed") for d in args["out_by_rank"])
     rule = "ST-GATHER-8" if strided else "ST-GATHER-9"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from hypothesis import given
@@ -14,6 +16,7 @@ from conformance.oracle.st_ops import create_verdict, local_shards, shard_tensor
 from conformance.oracle.st_sharding_spec import ChunkSpec, EnumerableSpec, build_metadata
 from conformance.oracle.st_validation import TensorInfo
 from conformance.oracle.tensors import make_global, torch_dtype
+from conformance.rank_devices import device, placement
 
 TASKS = "conformance.tasks.sharded_tensor"
 
@@ -22,10 +25,10 @@ def oracle_spec(data):
     if isinstance(data, dict) and "boxes" in data:
         from conformance.oracle.st_metadata import ShardMeta
 
-        return EnumerableSpec(tuple(ShardMeta(tuple(o), tuple(s), f"rank:{r}/cpu")
+        return EnumerableSpec(tuple(ShardMeta(tuple(o), tuple(s), placement(r))
                                     for o, s, r in data["boxes"]))  # fmt: skip
     if isinstance(data, dict):
-        return ChunkSpec(data["dim"], tuple(f"rank:{r}/cpu" for r in data["ranks"]))
+        return ChunkSpec(data["dim"], tuple(placement(r) for r in data["ranks"]))
     return data
 
 
@@ -213,7 +216,7 @@ def test_shard_scatters_the_source_ranks_tensor_or_every_rank_raises(
     verdict = shard_verdict(
         {r: oracle_spec(args["spec_by_rank"][r]) for r in group},
         dict(enumerate(args["src_by_rank"])),
-        {r: TensorInfo(tuple(tensors[r]["shape"]), tensors[r]["dtype"]) for r in group},
+        {r: TensorInfo(tuple(tensors[r]["shape"]), tensors[r]["dtype"], device(r)) for r in group},
         group,
     )
     # shard gives the source's boxes (ST-LIFE-7), also from a non-contiguous source (ST-LIFE-11)
@@ -246,6 +249,12 @@ def test_shard_scatters_the_source_ranks_tensor_or_every_rank_raises(
                            context, rule="ERR-9")  # fmt: skip
 
 
+def _on_cpu(meta: TensorMeta) -> TensorMeta:
+    """``meta`` as ``cpu()`` leaves it: every placement's device ``cpu`` (ST-LIFE-17)."""
+    shards = [dataclasses.replace(s, placement=f"rank:{s.rank}/cpu") for s in meta.shards]
+    return dataclasses.replace(meta, shards=tuple(shards))
+
+
 @pytest.mark.rules("ST-LIFE-17", "ST-LIFE-18", "ST-LIFE-1", "ERR-9", "ERR-10")
 @given(data=st.data())
 def test_to_cpu_clone_and_pickling_keep_layout_and_values(
@@ -273,10 +282,16 @@ def test_to_cpu_clone_and_pickling_keep_layout_and_values(
         original = value["original"]
         for key in ("to_same", "cpu", "clone", "loaded"):
             rule = "ST-LIFE-18" if key == "loaded" else "ST-LIFE-17"
+            expected = TensorMeta.from_json(original)
+            if key == "cpu":
+                expected = _on_cpu(expected)
             judge.assert_equal(f"rank {rank}: {key} metadata", TensorMeta.from_json(value[key]),
-                               TensorMeta.from_json(original), context, rule=rule)  # fmt: skip
+                               expected, context, rule=rule)  # fmt: skip
             for (a, _), (b, _) in zip(value[key]["local"], original["local"], strict=True):
                 judge.assert_tensor_exact(f"rank {rank}: {key} local", a, b, context, rule=rule)
+        on_cpu = ["cpu"] * len(original["local"])
+        judge.assert_equal(f"rank {rank}: cpu() local devices", value["cpu"]["local_devices"],
+                           on_cpu, context, rule="ST-LIFE-17")  # fmt: skip
         converted = value["to_float64"]
         judge.assert_equal(f"rank {rank}: to(float64) dtype", converted["properties"]["dtype"],
                            "float64", context, rule="ST-LIFE-17")  # fmt: skip

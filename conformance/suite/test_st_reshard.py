@@ -19,6 +19,7 @@ from conformance.oracle.st_sharding_spec import (
     chunk_shards,
 )
 from conformance.oracle.tensors import make_global
+from conformance.rank_devices import placement
 from conformance.vocabulary import Shard
 
 FAULTS = ["none", "none", "identity", "enum_source", "enum_target", "repeat", "missing",
@@ -28,10 +29,10 @@ HELD = {"held_unchanged": "local tensors held before the call unchanged"}  # ST-
 
 def _oracle_spec(data):
     if isinstance(data, dict) and "boxes" in data:
-        boxes = (ShardMeta(tuple(o), tuple(s), f"rank:{r}/cpu") for o, s, r in data["boxes"])
+        boxes = (ShardMeta(tuple(o), tuple(s), placement(r)) for o, s, r in data["boxes"])
         return EnumerableSpec(tuple(boxes))
     if isinstance(data, dict):
-        return ChunkSpec(data["dim"], tuple(f"rank:{r}/cpu" for r in data["ranks"]))
+        return ChunkSpec(data["dim"], tuple(placement(r) for r in data["ranks"]))
     return data
 
 

@@ -21,12 +21,13 @@ from conformance.oracle.st_validation import (
     layout_verdict,
 )
 from conformance.oracle.vocabulary import VALID
+from conformance.rank_devices import device, placement
 
 
 def _local_inputs(args: dict, group: list[int]) -> dict[int, list[LocalShard]]:
     """What each rank of a from_local case passes, as the oracle reads it."""
     return {
-        r: [LocalShard(ShardMeta.from_json(s["metadata"]), _tensor_info(s["tensor"]))
+        r: [LocalShard(ShardMeta.from_json(s["metadata"]), _tensor_info(s["tensor"], r))
             for s in args["shards_by_rank"][r]]
         for r in group
     }  # fmt: skip
@@ -252,15 +253,15 @@ def from_local_cases(draw, world_sizes: list[int], faults: list[str] | None = No
     ranks = list(range(world_size))
     if split or draw(st.booleans()):
         layout = [m.to_json() for m in chunk_shards(size, ChunkSpec(0, tuple(
-            f"rank:{r}/cpu" for r in ranks)))]  # fmt: skip
+            placement(r) for r in ranks)))]  # fmt: skip
     else:
         boxes = draw(ss.tilings(size))
         owners = draw(st.lists(st.sampled_from(ranks), min_size=len(boxes), max_size=len(boxes)))
-        layout = [{"offsets": list(o), "sizes": list(n), "placement": f"rank:{r}/cpu"}
+        layout = [{"offsets": list(o), "sizes": list(n), "placement": placement(r)}
                   for (o, n), r in zip(boxes, owners, strict=True)]  # fmt: skip
     props = {"dtype": dtype, "requires_grad": False}
     shards = [[{"metadata": dict(m), "tensor": {"shape": m["sizes"], "dtype": dtype}}
-               for m in layout if m["placement"] == f"rank:{r}/cpu"] for r in ranks]  # fmt: skip
+               for m in layout if m["placement"] == placement(r)] for r in ranks]  # fmt: skip
     case = {
         "kind": kind,
         "shards_by_rank": shards,
@@ -331,7 +332,7 @@ def _non_contiguous(case, rank, way, world_size):
 def _placement_rank(case, rank, way, world_size):
     if (mine := _first(case, rank)) is not None:
         other = (rank + 1 + way) % (world_size + 1)
-        mine["metadata"] = {**mine["metadata"], "placement": f"rank:{other}/cpu"}
+        mine["metadata"] = {**mine["metadata"], "placement": placement(other)}
 
 
 def _no_shards(case, rank, way, world_size):
@@ -401,9 +402,8 @@ def _two_properties(draw, case, dtype):
     box = shards[bad][0]["metadata"]
     row, (h, w) = box["offsets"][0], box["sizes"]
     c = draw(st.integers(1, w - 1))
-    placement = f"rank:{bad}/cpu"
     halves = [
-        {"metadata": {"offsets": [row, o], "sizes": [h, n], "placement": placement},
+        {"metadata": {"offsets": [row, o], "sizes": [h, n], "placement": placement(bad)},
          "tensor": {"shape": [h, n], "dtype": dtype}}
         for o, n in ((0, c), (c, w - c))
     ]  # fmt: skip
@@ -415,11 +415,12 @@ def _two_properties(draw, case, dtype):
     shards[bad] = halves
 
 
-def _tensor_info(desc):
+def _tensor_info(desc, rank):
     shape = list(desc["shape"])
     return TensorInfo(
         tuple(shape),
         desc["dtype"],
+        device(rank),
         requires_grad=bool(desc.get("requires_grad")),
         contiguous=not desc.get("transposed") or min(shape) <= 1,
     )

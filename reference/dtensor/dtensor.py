@@ -191,7 +191,7 @@ class DTensor:
                 raise error
             placed, global_shape, global_stride = checked
             if coordinate is None:
-                local_tensor = torch.empty(0, dtype=local_tensor.dtype)
+                local_tensor = local_tensor.new_empty(0)
             return DTensor(local_tensor, device_mesh, placed, global_shape, global_stride)
 
         own = None
@@ -282,7 +282,7 @@ def distribute_tensor(
         if error:
             raise error
         if coordinate is None:
-            empty = torch.empty(0, dtype=tensor.dtype)
+            empty = tensor.new_empty(0)
             return DTensor(empty, device_mesh, placed, tuple(tensor.shape), tensor.stride())
         local = _block(tensor, device_mesh, placed, coordinate).clone(
             memory_format=torch.contiguous_format

@@ -140,7 +140,8 @@ def take(tensor: torch.Tensor, dim: int, positions: Positions) -> torch.Tensor:
     """
     if isinstance(positions, range):
         return tensor.narrow(dim, positions.start, len(positions))
-    return tensor.index_select(dim, torch.tensor(positions, dtype=torch.long))
+    index = torch.tensor(positions, dtype=torch.long, device=tensor.device)
+    return tensor.index_select(dim, index)
 
 
 def assemble(
@@ -154,6 +155,7 @@ def assemble(
     if order == list(range(len(order))):
         return whole
     # A strided shard interleaves: row ``order[i]`` of the result is row ``i`` of ``whole``.
-    inverse = torch.empty(len(order), dtype=torch.long)
-    inverse[torch.tensor(order, dtype=torch.long)] = torch.arange(len(order))
+    device = whole.device
+    inverse = torch.empty(len(order), dtype=torch.long, device=device)
+    inverse[torch.tensor(order, device=device)] = torch.arange(len(order), device=device)
     return whole.index_select(dim, inverse)

@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from conformance import rank_devices
 from conformance.tasks import codec
 from conformance.world.backends import backend_named, default_start_method
 from conformance.world.rank import to_cpu
@@ -79,3 +80,15 @@ def test_results_come_back_to_the_driver_on_the_cpu():
     assert back["a"][0].device.type == "cpu"
     assert not back["a"][0].requires_grad
     assert isinstance(back["b"], tuple)
+
+
+def test_the_suites_placements_name_each_ranks_own_device(gpus, monkeypatch):
+    """Cases and expectations place rank ``r``'s shards where the world keeps its tensors, so a
+    layout valid on Gloo is drawn valid on NCCL too (it once said ``cpu`` there)."""
+    gpus(4)
+    monkeypatch.setattr(rank_devices, "_backend", rank_devices._backend)
+    rank_devices.use(backend_named("nccl"))
+    assert [rank_devices.placement(r) for r in (0, 3)] == ["rank:0/cuda:0", "rank:3/cuda:3"]
+    assert rank_devices.device(2) == "cuda:2"
+    rank_devices.use(backend_named("gloo"))
+    assert [rank_devices.placement(r) for r in (0, 3)] == ["rank:0/cpu", "rank:3/cpu"]
