@@ -93,6 +93,11 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "chunks: an empty chunk of a non-empty tensor",
     ),
     "memory": ("memory: a transposed view", "memory: a strided slice"),
+    "placement list": (
+        "placement list: every rank named once",
+        "placement list: a rank twice",
+        "placement list: a rank missing",
+    ),
     "transposed": ("memory: a transposed view",),
     "checkpoint": (
         "checkpoint: a replicated box",
@@ -116,6 +121,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 # cannot draw them, and is not asked to.
 NEEDS_RANKS = {
     "local shards: a rank with none": 2,
+    "placement list: a rank missing": 2,
     "fault: on two ranks, differently": 2,
     "permutation: a swap": 2,
     "permutation: a longer cycle": 3,

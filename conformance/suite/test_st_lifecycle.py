@@ -152,22 +152,50 @@ def test_construction_from_a_spec_follows_its_layout_and_fill(
                                "NotImplementedError", context, rule="ST-LIFE-16")  # fmt: skip
 
 
-SHARD_FAULTS = ["none", "none", "non_contiguous", "src_range", "src_type", "src_differs",
-                "spec_differs", "shape_differs", "dtype_differs", "enumerable"]  # fmt: skip
+SHARD_FAULTS = ["none", "none", "none", "none", "non_contiguous", "src_range", "src_type",
+                "src_differs", "spec_differs", "shape_differs", "dtype_differs",
+                "enumerable"]  # fmt: skip
+
+
+@st.composite
+def placement_lists(draw, world_size: int):
+    """The ranks of a chunk spec's placements, every class drawn first (ST-SPEC-9, ST-LIFE-7):
+    each rank once, in any order; a rank named twice or more; a rank of the group missing (it
+    holds no chunk); both."""
+    kinds = ["every rank once", "a rank twice"] + ["a rank missing", "both"] * (world_size > 1)
+    kind = draw(st.sampled_from(kinds))
+    ranks = list(draw(st.permutations(range(world_size))))
+    if kind in ("a rank missing", "both"):
+        ranks = ranks[: draw(st.integers(1, world_size - 1))]
+    if kind in ("a rank twice", "both"):
+        extra = draw(st.lists(st.sampled_from(ranks), min_size=1, max_size=world_size))
+        ranks = draw(st.permutations(ranks + extra))
+    return list(ranks)
+
+
+def _placement_list_classes(ranks: list[int], world_size: int) -> None:
+    edges.note("placement list: a rank twice" if len(set(ranks)) < len(ranks) else
+               "placement list: every rank named once")  # fmt: skip
+    if set(ranks) != set(range(world_size)):
+        edges.note("placement list: a rank missing")
 
 
 @st.composite
 def shard_cases(draw, world_sizes: list[int]):
-    """``shard`` over the world from any source rank, then at most one fault (ERR-11)."""
+    """``shard`` over the world from any source rank and a placement list of any class; or a
+    permutation of the world and one fault (ERR-11)."""
     world_size = draw(st.sampled_from(world_sizes))
     shape = draw(ss.shapes(min_dims=2, max_dims=2, max_side=5))
     dtype = draw(st.sampled_from(ss.DTYPES))
     seed = draw(st.integers(0, 2**16))
-    spec = {"dim": draw(st.integers(-2, 1)), "ranks": draw(st.permutations(range(world_size)))}
+    fault = draw(st.sampled_from(SHARD_FAULTS))
+    # A fault comes with a permutation: its verdict must not hinge on how the list is formed.
+    ranks = draw(placement_lists(world_size) if fault == "none" else
+                 st.permutations(range(world_size)))  # fmt: skip
+    spec = {"dim": draw(st.integers(-2, 1)), "ranks": list(ranks)}
     src = draw(st.integers(0, world_size - 1))
     specs, srcs = [spec] * world_size, [src] * world_size
     tensors = [{"shape": shape, "dtype": dtype, "seed": seed + r} for r in range(world_size)]
-    fault = draw(st.sampled_from(SHARD_FAULTS))
     bad = draw(st.sampled_from([r for r in range(world_size) if r != src] or [src]))
     if world_size == 1 and fault.endswith("differs"):
         fault = "none"
@@ -199,10 +227,10 @@ def shard_cases(draw, world_sizes: list[int]):
 
 
 @pytest.mark.rules(
-    "ST-LIFE-7", "ST-LIFE-8", "ST-LIFE-9", "ST-LIFE-10", "ST-LIFE-11", "ST-SPEC-13", "ERR-1",
-    "ERR-6", "ERR-8", "ERR-9", "ERR-10", "ERR-11",
+    "ST-LIFE-7", "ST-LIFE-8", "ST-LIFE-9", "ST-LIFE-10", "ST-LIFE-11", "ST-SPEC-9", "ST-SPEC-13",
+    "ERR-1", "ERR-6", "ERR-8", "ERR-9", "ERR-10", "ERR-11",
 )  # fmt: skip
-@pytest.mark.edges("transposed")
+@pytest.mark.edges("transposed", "placement list")
 @given(data=st.data())
 def test_shard_scatters_the_source_ranks_tensor_or_every_rank_raises(
     impl, available_world_sizes, run_case, data
@@ -210,6 +238,9 @@ def test_shard_scatters_the_source_ranks_tensor_or_every_rank_raises(
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(shard_cases(available_world_sizes))
     edges.transposed([t["shape"] for t in args["tensor_by_rank"] if t.get("transposed")])
+    ranks = args["spec_by_rank"][0].get("ranks")  # None for an enumerable spec
+    if ranks is not None:
+        _placement_list_classes(ranks, world_size)
     result = run_case("sharded_tensor:shard_checked", world_size, **args)
     group = list(range(world_size))
     tensors = args["tensor_by_rank"]
@@ -220,7 +251,12 @@ def test_shard_scatters_the_source_ranks_tensor_or_every_rank_raises(
         group,
     )
     # shard gives the source's boxes (ST-LIFE-7), also from a non-contiguous source (ST-LIFE-11)
-    scattered = "ST-LIFE-11" if any(d.get("transposed") for d in tensors) else "ST-LIFE-7"
+    # and to a rank that the placements name twice (ST-SPEC-9)
+    scattered = "ST-LIFE-7"
+    if any(d.get("transposed") for d in tensors):
+        scattered = "ST-LIFE-11"
+    elif ranks is not None and len(set(ranks)) < len(ranks):
+        scattered = "ST-SPEC-9"
     values = judge.assert_collective_verdict(result, verdict, rule=scattered)
     if values is None or not result.ok:
         return
