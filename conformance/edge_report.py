@@ -40,7 +40,7 @@ class EdgeResults:
         self.max_ranks = max_ranks  # the largest world the run has: classes beyond it are moot
         self.families: dict[str, list[str]] = {}
         self.drawn: dict[str, Counter[str]] = {}
-        self.volume: Counter[str] = Counter()  # examples of the pure properties at volume
+        self.volume: Counter[str] = Counter()  # examples of the properties at volume
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         properties = dict(report.user_properties)
@@ -69,11 +69,11 @@ class EdgeResults:
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.volume:
-            terminalreporter.section("shardspec: pure properties at volume (examples run)")
+            terminalreporter.section("shardspec: properties at volume (examples run)")
             for test, n in sorted(self.volume.items()):
                 terminalreporter.write_line(f"{test}: {n}")
             total = sum(self.volume.values())
-            terminalreporter.write_line(f"shardspec: {total} examples of pure properties at volume")
+            terminalreporter.write_line(f"shardspec: {total} examples of properties at volume")
         if not self.drawn:
             return
         terminalreporter.section("shardspec: edge classes drawn")

@@ -127,7 +127,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "edges(*families): the edge classes (conformance.edges) a test must draw"
     )
     config.addinivalue_line(
-        "markers", "volume(factor): a pure property that draws factor times the profile's examples"
+        "markers", "volume(factor): a property that draws factor times the profile's examples"
     )
     missing = harness.missing_driver_dependency()
     if missing:
@@ -418,9 +418,10 @@ def _with_settings(item: pytest.Item, change: Callable[[settings], settings]) ->
 
 
 def _at_volume(item: pytest.Item) -> AbstractContextManager[None]:
-    """A pure property marked ``volume(factor)`` draws ``factor`` times the examples of the
-    profile: its calls cost microseconds in a sandbox already running, and rare layouts (an
-    overlap between boxes that are not neighbours in any order) need thousands of draws. Each
+    """A property marked ``volume(factor)`` draws ``factor`` times the examples of the profile:
+    a pure property's calls cost microseconds in a sandbox already running, and rare layouts (an
+    overlap between boxes that are not neighbours in any order) need thousands of draws; a world
+    test whose cases cost milliseconds may double its draws to meet each of its classes. Each
     example stays one input, so a failure shrinks to a minimal one in seconds."""
     marker = item.get_closest_marker("volume")
     if marker is None:

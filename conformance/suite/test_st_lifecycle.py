@@ -231,6 +231,7 @@ def shard_cases(draw, world_sizes: list[int]):
     "ERR-1", "ERR-6", "ERR-8", "ERR-9", "ERR-10", "ERR-11",
 )  # fmt: skip
 @pytest.mark.edges("transposed", "placement list")
+@pytest.mark.volume(2)  # cases cost milliseconds; ten faults and four kinds of list to meet
 @given(data=st.data())
 def test_shard_scatters_the_source_ranks_tensor_or_every_rank_raises(
     impl, available_world_sizes, run_case, data

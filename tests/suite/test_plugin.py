@@ -260,14 +260,15 @@ def test_a_property_at_volume_runs_its_factor_times_the_examples_and_says_how_ma
     result.stdout.fnmatch_lines(
         [
             "test_volume.py::test_at_volume: 100",
-            "shardspec: 100 examples of pure properties at volume",
+            "shardspec: 100 examples of properties at volume",
         ]
     )
 
 
 def test_the_ci_profile_judges_ten_thousand_pure_examples_per_run():
-    """The pure properties marked ``volume`` draw at least 10,000 examples in ci together (each
-    runs to its ``max_examples``: a run prints the count it reached)."""
+    """The properties marked ``volume`` (the pure ones, and one world test at 2) draw at least
+    10,000 examples in ci together (each runs to its ``max_examples``: a run prints the count it
+    reached)."""
     suite = Path(__file__).resolve().parents[2] / "conformance" / "suite"
     factors = [
         node.args[0].value
