@@ -194,6 +194,14 @@ def mesh(shape: Sequence[int], ranks: Sequence[int], world_size: int) -> None:
     note(*labels)
 
 
+def placement_list(ranks: Sequence[int], world_size: int) -> None:
+    """The class of a chunk spec's placement ranks over a group of ``world_size``."""
+    twice = len(set(ranks)) < len(ranks)
+    note("placement list: a rank twice" if twice else "placement list: every rank named once")
+    if set(ranks) != set(range(world_size)):
+        note("placement list: a rank missing")
+
+
 def local_shards(shards_by_rank: Sequence[Sequence[dict]]) -> None:
     """The classes of what the ranks of a ``from_local`` case hold: ``[]``, or several boxes,
     and along which dims a rank's boxes lie apart."""

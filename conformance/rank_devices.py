@@ -24,4 +24,4 @@ def device(rank: int) -> str:
 
 def placement(rank: int) -> str:
     """``rank`` on its own device: the placement of a shard that ``rank`` holds."""
-    return f"rank:{rank}/{device(rank)}"
+    return _backend.placement(rank)

@@ -61,6 +61,22 @@ def tilings(draw, shape: list[int], max_cuts: int = 5) -> list[Box]:
 
 
 @st.composite
+def placement_lists(draw, world_size: int) -> list[int]:
+    """The ranks of a chunk spec's placements, every class drawn first (ST-SPEC-9, ST-LIFE-7):
+    each rank once, in any order; a rank named twice or more; a rank of the group missing (it
+    holds no chunk); both."""
+    kinds = ["every rank once", "a rank twice"] + ["a rank missing", "both"] * (world_size > 1)
+    kind = draw(st.sampled_from(kinds))
+    ranks = list(draw(st.permutations(range(world_size))))
+    if kind in ("a rank missing", "both"):
+        ranks = ranks[: draw(st.integers(1, world_size - 1))]
+    if kind in ("a rank twice", "both"):
+        extra = draw(st.lists(st.sampled_from(ranks), min_size=1, max_size=world_size))
+        ranks = draw(st.permutations(ranks + extra))
+    return list(ranks)
+
+
+@st.composite
 def meshes(draw, world_size: int, max_dims: int = 3) -> tuple[list[int], list[int]]:
     """``(mesh_shape, ranks)``: a mesh of at most ``world_size`` ranks, in any order."""
     ndim = draw(st.integers(1, max_dims))

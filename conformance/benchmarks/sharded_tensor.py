@@ -103,9 +103,10 @@ def floors(ctx: RankContext, side: int) -> dict[str, Callable[[], object]]:
 
 
 def all_to_all_floors(ctx: RankContext, side: int) -> dict[str, Callable[[], object]]:
-    """The same moves as ``floors`` made by one ``all_to_all_single``, the collective that
-    carries every layout (``transfer``): c10d's scatter and gather need blocks of one size, so
-    they carry only even chunks, and on Gloo they beat its all-to-all for the same bytes."""
+    """Shard's and gather's moves made by one ``all_to_all_single``, the collective that carries
+    every layout (``transfer``; reshard's floor already is one): c10d's scatter and gather need
+    blocks of one size, so they carry only even chunks, and on Gloo they beat its all-to-all for
+    the same bytes."""
     k, first = ctx.world_size, ctx.rank == 0
     n = side // k * side  # elements of one row block
     block = torch.randn(n, device=ctx.device)
@@ -116,7 +117,6 @@ def all_to_all_floors(ctx: RankContext, side: int) -> dict[str, Callable[[], obj
             torch.empty_like(block), whole, to_first, from_first
         ),
         "gather": lambda: dist.all_to_all_single(whole, block, from_first, to_first),
-        "reshard": floors(ctx, side)["reshard"],
     }
 
 
@@ -145,7 +145,8 @@ def time_case(ctx: RankContext, side: int, repeats: int) -> dict[str, dict]:
         ),
     }
     figures = {}
-    floor, all_to_all = floors(ctx, side), all_to_all_floors(ctx, side)
+    floor = floors(ctx, side)
+    all_to_all = {"reshard": floor["reshard"], **all_to_all_floors(ctx, side)}
     for name, (run_ours, run_theirs, setup) in ops.items():
         times: dict[str, list[float]] = {"reference": [], "torch": [], "floor": [], "a2a": []}
         for repeat in range(repeats):

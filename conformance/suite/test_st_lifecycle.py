@@ -152,32 +152,10 @@ def test_construction_from_a_spec_follows_its_layout_and_fill(
                                "NotImplementedError", context, rule="ST-LIFE-16")  # fmt: skip
 
 
+# "none" four times: a fault-free case draws a placement list of any class (ss.placement_lists)
 SHARD_FAULTS = ["none", "none", "none", "none", "non_contiguous", "src_range", "src_type",
                 "src_differs", "spec_differs", "shape_differs", "dtype_differs",
                 "enumerable"]  # fmt: skip
-
-
-@st.composite
-def placement_lists(draw, world_size: int):
-    """The ranks of a chunk spec's placements, every class drawn first (ST-SPEC-9, ST-LIFE-7):
-    each rank once, in any order; a rank named twice or more; a rank of the group missing (it
-    holds no chunk); both."""
-    kinds = ["every rank once", "a rank twice"] + ["a rank missing", "both"] * (world_size > 1)
-    kind = draw(st.sampled_from(kinds))
-    ranks = list(draw(st.permutations(range(world_size))))
-    if kind in ("a rank missing", "both"):
-        ranks = ranks[: draw(st.integers(1, world_size - 1))]
-    if kind in ("a rank twice", "both"):
-        extra = draw(st.lists(st.sampled_from(ranks), min_size=1, max_size=world_size))
-        ranks = draw(st.permutations(ranks + extra))
-    return list(ranks)
-
-
-def _placement_list_classes(ranks: list[int], world_size: int) -> None:
-    edges.note("placement list: a rank twice" if len(set(ranks)) < len(ranks) else
-               "placement list: every rank named once")  # fmt: skip
-    if set(ranks) != set(range(world_size)):
-        edges.note("placement list: a rank missing")
 
 
 @st.composite
@@ -190,7 +168,7 @@ def shard_cases(draw, world_sizes: list[int]):
     seed = draw(st.integers(0, 2**16))
     fault = draw(st.sampled_from(SHARD_FAULTS))
     # A fault comes with a permutation: its verdict must not hinge on how the list is formed.
-    ranks = draw(placement_lists(world_size) if fault == "none" else
+    ranks = draw(ss.placement_lists(world_size) if fault == "none" else
                  st.permutations(range(world_size)))  # fmt: skip
     spec = {"dim": draw(st.integers(-2, 1)), "ranks": list(ranks)}
     src = draw(st.integers(0, world_size - 1))
@@ -241,7 +219,7 @@ def test_shard_scatters_the_source_ranks_tensor_or_every_rank_raises(
     edges.transposed([t["shape"] for t in args["tensor_by_rank"] if t.get("transposed")])
     ranks = args["spec_by_rank"][0].get("ranks")  # None for an enumerable spec
     if ranks is not None:
-        _placement_list_classes(ranks, world_size)
+        edges.placement_list(ranks, world_size)
     result = run_case("sharded_tensor:shard_checked", world_size, **args)
     group = list(range(world_size))
     tensors = args["tensor_by_rank"]

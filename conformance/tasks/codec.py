@@ -23,6 +23,7 @@ from conformance.oracle.st_metadata import ShardMeta
 from conformance.oracle.st_ops import box
 from conformance.oracle.tensors import laid_out, make_global, torch_dtype
 from conformance.vocabulary import Mesh
+from conformance.world.backends import Backend
 from conformance.world.protocol import BUILT_FACT, FACTS_ATTRIBUTE
 
 __all__ = ["contiguous_stride", "laid_out", "make_global", "torch_dtype"]
@@ -52,24 +53,25 @@ def building() -> Iterator[None]:
 # -- ShardedTensor ---------------------------------------------------------------------------------
 
 
-def placements_of(ranks: list[int], device: torch.device) -> list[str]:
-    """``"rank:<r>/<device>"`` per global rank: chunk placements as ShardMetadata spells them."""
-    return [f"rank:{r}/{device}" for r in ranks]
+def placements_of(ranks: list[int], backend: Backend) -> list[str]:
+    """``"rank:<r>/<r's device>"`` per global rank: chunk placements as ShardMetadata spells
+    them, each on the device its rank keeps its tensors on (not this rank's)."""
+    return [backend.placement(r) for r in ranks]
 
 
-def make_spec(adapter: Adapter, data: Any, device: torch.device) -> Any:
+def make_spec(adapter: Adapter, data: Any, backend: Backend) -> Any:
     """A sharding spec from JSON: ``{"dim", "ranks"}`` (chunk), ``{"boxes": [[offsets, sizes,
     rank], ...]}`` (enumerable; a string instead of a rank is the placement as given), anything
     else as given (not a spec)."""
     if isinstance(data, dict) and "boxes" in data:
         return adapter.st_enumerable_spec(
             [
-                adapter.st_shard_metadata(o, s, r if isinstance(r, str) else f"rank:{r}/{device}")
+                adapter.st_shard_metadata(o, s, r if isinstance(r, str) else backend.placement(r))
                 for o, s, r in data["boxes"]
             ]
         )
     if isinstance(data, dict):
-        return adapter.st_chunk_spec(data["dim"], placements_of(data["ranks"], device))
+        return adapter.st_chunk_spec(data["dim"], placements_of(data["ranks"], backend))
     return data
 
 

@@ -36,7 +36,7 @@ def shard_then_gather(
         return None
     source = make_global(shape, dtype, seed, data).to(ctx.device)
     before = source.clone()
-    st = adapter.st_shard(source, dim, placements_of(order, ctx.device), src, process_group)
+    st = adapter.st_shard(source, dim, placements_of(order, ctx.backend), src, process_group)
     local = [(t.cpu(), meta) for t, meta in adapter.st_local_shards(st)]
     is_dst = group.index(ctx.rank) == dst
     out = torch.zeros(shape, dtype=torch_dtype(dtype), device=ctx.device) if is_dst else None
@@ -65,9 +65,9 @@ def reshard(
     ``(new_dim, new_order)``; report old and new local data."""
     adapter = adapters.load(impl)
     source = make_global(shape, dtype, seed, data).to(ctx.device)
-    st = adapter.st_shard(source, dim, placements_of(order, ctx.device), 0, None)
+    st = adapter.st_shard(source, dim, placements_of(order, ctx.backend), 0, None)
     old = [(t.clone(), meta) for t, meta in adapter.st_local_shards(st)]
-    moved = adapter.st_reshard(st, new_dim, placements_of(new_order, ctx.device))
+    moved = adapter.st_reshard(st, new_dim, placements_of(new_order, ctx.backend))
     held = adapter.st_local_shards(st)
     return {
         "before": old,
@@ -95,7 +95,7 @@ def gather_checked(
     adapter = adapters.load(impl)
     source = make_global(shape, dtype, seed).to(ctx.device)
     with codec.building():
-        t = adapter.st_shard(source, dim, placements_of(order, ctx.device), 0, None)
+        t = adapter.st_shard(source, dim, placements_of(order, ctx.backend), 0, None)
     out = codec.out_tensor(out_by_rank[ctx.rank], ctx.device)
     strides = out.stride() if isinstance(out, torch.Tensor) else None
     out_before = out.clone() if isinstance(out, torch.Tensor) else None
@@ -149,7 +149,7 @@ def reshard_checked(
     if ctx.rank not in group:
         return None
     with codec.building():
-        old_spec = codec.make_spec(adapter, spec, ctx.device)
+        old_spec = codec.make_spec(adapter, spec, ctx.backend)
         if "boxes" in spec:
             t = adapter.st_create(
                 "zeros", old_spec, shape, dtype=torch_dtype(dtype),
@@ -167,7 +167,7 @@ def reshard_checked(
         return {"held_unchanged": same}
 
     with codec.facts_on_raise(kept):
-        moved = t.reshard(codec.make_spec(adapter, new_spec, ctx.device))
+        moved = t.reshard(codec.make_spec(adapter, new_spec, ctx.backend))
     return {**codec.describe(adapter, moved), **kept()}
 
 
@@ -241,7 +241,7 @@ def create_checked(
     """``st.<fill>(spec, *size, **options)`` (one sequence when ``as_sequence``; ``full`` takes
     ``options["fill_value"]``) with this rank's arguments; the result and its accessors."""
     adapter = adapters.load(impl)
-    spec = codec.make_spec(adapter, spec_by_rank[ctx.rank], ctx.device)
+    spec = codec.make_spec(adapter, spec_by_rank[ctx.rank], ctx.backend)
     size = size_by_rank[ctx.rank]
     options = dict(options_by_rank[ctx.rank])
     kwargs = {
@@ -278,7 +278,7 @@ def shard_checked(
     before = source.detach().clone()
     t = adapter.st_shard_by_spec(
         source,
-        codec.make_spec(adapter, spec_by_rank[ctx.rank], ctx.device),
+        codec.make_spec(adapter, spec_by_rank[ctx.rank], ctx.backend),
         src_by_rank[ctx.rank],
         None,
     )
@@ -304,7 +304,7 @@ def copies(
     adapter = adapters.load(impl)
     source = make_global(shape, dtype, seed).to(ctx.device)
     with codec.building():
-        spec = codec.make_spec(adapter, {"dim": 0, "ranks": ranks}, ctx.device)
+        spec = codec.make_spec(adapter, {"dim": 0, "ranks": ranks}, ctx.backend)
         t = adapter.st_create("zeros", spec, shape, dtype=source.dtype)
         for s in t.local_shards():
             if s.tensor.numel():  # an empty box may lie past the end (ST-SPEC-2)
@@ -363,7 +363,7 @@ def flatten_checked(
     and reports the result, or the error type flattening raised on this rank (ST-FLAT-4)."""
     adapter = adapters.load(impl)
     group = ctx.group()
-    chunk = adapter.st_chunk_spec(0, placements_of(outer_ranks, ctx.device))
+    chunk = adapter.st_chunk_spec(0, placements_of(outer_ranks, ctx.backend))
     size = torch.Size([rows * len(outer_ranks), cols])
     outer_md = chunk.build_metadata(size, adapter.st_tensor_properties(dtype=torch.float32))
     mine = [m for m in outer_md.shards_metadata if m.placement.rank() == ctx.rank]
@@ -372,7 +372,7 @@ def flatten_checked(
     pieces = [
         adapter.st_local_shard(
             torch.full(sizes, float(ctx.rank), device=ctx.device),
-            adapter.st_shard_metadata(offsets, sizes, f"rank:{ctx.rank}/{ctx.device}"),
+            adapter.st_shard_metadata(offsets, sizes, ctx.backend.placement(ctx.rank)),
         )
         for offsets, sizes in inner_boxes[ctx.rank]
     ]
@@ -382,7 +382,7 @@ def flatten_checked(
     outer = adapter.st_create("zeros", chunk, size, process_group=group)  # nested where 1 shard
     if len(mine) == 1:
         outer = adapter.st_nest([adapter.st_local_shard(inner, mine[0])], outer_md, group)
-    only0 = adapter.st_create("zeros", adapter.st_chunk_spec(0, placements_of([0], ctx.device)), 4)
+    only0 = adapter.st_create("zeros", adapter.st_chunk_spec(0, placements_of([0], ctx.backend)), 4)
     state = {"w": outer, "b": torch.ones(2), "x": {"y": 3, "p": plain, "o": only0}}
     if caller is not None and ctx.rank != caller:
         return None

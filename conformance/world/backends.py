@@ -29,6 +29,11 @@ class Backend:
             return torch.device("cpu")
         return torch.device("cuda", rank % max(1, torch.cuda.device_count()))
 
+    def placement(self, rank: int) -> str:
+        """Where ``rank``'s shards live, as a ShardMetadata placement (``rank:1/cuda:1``): the one
+        spelling of rank devices that the ranks' cases and the driver's expectations share."""
+        return f"rank:{rank}/{self.device_for(rank)}"
+
     def unavailable_reason(self, world_size: int) -> str | None:
         """Why this backend cannot run a world of ``world_size`` ranks here, or ``None``."""
         if world_size < 1:

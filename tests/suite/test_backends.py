@@ -84,11 +84,14 @@ def test_results_come_back_to_the_driver_on_the_cpu():
 
 def test_the_suites_placements_name_each_ranks_own_device(gpus, monkeypatch):
     """Cases and expectations place rank ``r``'s shards where the world keeps its tensors, so a
-    layout valid on Gloo is drawn valid on NCCL too (it once said ``cpu`` there)."""
+    layout valid on Gloo is drawn valid on NCCL too (it once said ``cpu`` there); and every rank
+    spells every rank's placement alike (a rank once gave all of them its own GPU)."""
     gpus(4)
     monkeypatch.setattr(rank_devices, "_backend", rank_devices._backend)
-    rank_devices.use(backend_named("nccl"))
+    nccl = backend_named("nccl")
+    rank_devices.use(nccl)
     assert [rank_devices.placement(r) for r in (0, 3)] == ["rank:0/cuda:0", "rank:3/cuda:3"]
     assert rank_devices.device(2) == "cuda:2"
+    assert codec.placements_of([3, 0], nccl) == ["rank:3/cuda:3", "rank:0/cuda:0"]
     rank_devices.use(backend_named("gloo"))
     assert [rank_devices.placement(r) for r in (0, 3)] == ["rank:0/cpu", "rank:3/cpu"]
