@@ -12,11 +12,25 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 from conformance import options
 
 SUITE = Path(__file__).parent / "suite"
-SUITE_TASK_MODULES = ("conformance.tasks.sharded_tensor", "conformance.tasks.dtensor")
+# Every run reads this configuration, never the one of the folder it starts in, and its rootdir
+# is the folder holding the package: test ids (and so known failures) do not depend on where the
+# suite is installed or where it is run from (see the file).
+RUN_CONFIG = Path(__file__).parent / "pytest-run.ini"
+ROOTDIR = Path(__file__).resolve().parent.parent
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's own errors say one line and exit 4, as every other usage error here (its
+    default, a usage block and exit 2, is the code of an interrupted run)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(options.EXIT_USAGE)
 
 
 sizes = options.argparse_type(options.world_sizes)
@@ -26,7 +40,7 @@ count = options.argparse_type(options.count)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance", description=__doc__)
+    parser = _Parser(prog="python -m conformance", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run the conformance suite (after --, pytest options)")
@@ -39,11 +53,25 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--case-timeout", type=positive_seconds, default=30.0)
     run.add_argument("--report-dir", help="write the per-rule results as rules.md and rules.json")
     run.add_argument("-n", "--workers", default=None, help="pytest-xdist workers (local worlds)")
+    run.add_argument(
+        "--skip-unavailable",
+        action="store_true",
+        help="skip world sizes the backend cannot run here, instead of an error (exit 3)",
+    )
+    run.add_argument(
+        "--min-rules",
+        type=options.argparse_type(options.count),
+        default=1,
+        help="fail (exit 3) a run that judged fewer rules than this (default 1)",
+    )
     run.set_defaults(handler=_run)
 
     replay = commands.add_parser("replay", help="run one case on a fresh world, print outcomes")
     replay.add_argument("case", help="the case as JSON, as printed by a failing test")
     replay.add_argument("--backend", default="gloo")
+    replay.add_argument(
+        "--impl", default="reference", help="the implementation the suite's tasks call"
+    )
     replay.add_argument("--world-size", type=one_size, required=True)
     replay.add_argument("--timeout", type=positive_seconds, default=30.0)
     replay.add_argument(
@@ -85,11 +113,24 @@ def main(argv: list[str] | None = None) -> int:
     extra = argv[split + 1 :]
     if extra and args.command != "run":
         parser.error(f"only 'run' passes arguments after -- on to pytest: {' '.join(extra)}")
-    return args.handler(args, extra)
+    try:
+        return args.handler(args, extra)
+    except options.UsageError as exc:
+        print(f"python -m conformance {args.command}: error: {exc}", file=sys.stderr)
+        return options.EXIT_USAGE
+
+
+NEXT_COMMANDS = """\
+next: python -m conformance run --impl torch    # your PyTorch, judged by the same rules
+      python -m conformance run --profile ci    # the merge gate: the same draws every run
+      python -m conformance rules               # every rule and the tests that cite it
+      (README.md: your own adapter, GPU runners, exit codes)"""
 
 
 def _pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     argv = [*(args.paths or [str(SUITE)]), "-p", "conformance.plugin"]
+    argv += ["-c", str(RUN_CONFIG), "--rootdir", str(ROOTDIR)]
+    argv += ["-o", f"cache_dir={Path.cwd() / '.pytest_cache'}"]  # where pytest keeps it: here
     sizes = ",".join(map(str, args.world_sizes))  # parsed by options.world_sizes
     argv += ["--impl", args.impl, "--backend", args.backend, "--world-sizes", sizes]
     argv += ["--hypothesis-profile", args.profile, "--case-timeout", str(args.case_timeout)]
@@ -97,6 +138,9 @@ def _pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
         argv += ["--xfails", args.xfails]
     if args.report_dir:
         argv += ["--report-dir", args.report_dir]
+    if args.skip_unavailable:
+        argv.append("--skip-unavailable")
+    argv += ["--min-rules", str(args.min_rules)]
     return argv + extra
 
 
@@ -110,44 +154,65 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         if args.workers:
             argv += ["-n", args.workers]
         with _interruptible_run_folder():
-            return int(pytest.main(argv))
+            code = int(pytest.main(argv))
+        if code == 0 and (args.impl, args.profile) == ("reference", "quick"):
+            print(NEXT_COMMANDS)  # a newcomer's first run: where to go from here
+        return code
 
     # Under a launcher every process is a rank; rank 0 also drives (see conformance.world.attach).
     ctx = attach.serve_attached(args.backend)
     if ctx.rank != 0:
+        # A signal here (a cancelled job) tells rank 0, which reports the run incomplete.
+        attach.post_interrupts(ctx, INTERRUPTED)
         attach.serve_cases(ctx)
         return 0
     server = threading.Thread(target=attach.serve_cases, args=(ctx,), daemon=True)
     server.start()
     attach.CURRENT = attach.AttachedWorld(args.backend, case_timeout_s=args.case_timeout)
     try:
-        return int(pytest.main([*argv, "-p", "no:xdist"]))
+        with _interruptible():
+            return int(pytest.main([*argv, "-p", "no:xdist"]))
     finally:
         attach.CURRENT.close()
         server.join(timeout=10)
 
 
+INTERRUPTED = 2  # pytest's own code for a run stopped by Ctrl-C (README: exit codes)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 @contextmanager
-def _interruptible_run_folder() -> Iterator[None]:
-    """Every temporary file of the run (rank worlds' stores and logs, in xdist workers too) goes
-    under one folder that is removed when the run ends; SIGTERM stops the run as Ctrl-C does, so
-    worlds close, reports say the run is incomplete, and nothing is left behind."""
-    from conformance import plugin
+def _interruptible() -> Iterator[None]:
+    """SIGTERM (a cancelled CI job, a launcher stopping its ranks) stops the run as Ctrl-C does:
+    worlds close, the reports say the run is incomplete, and the exit code is 2. Only the first
+    signal interrupts (``conformance.world.stop``)."""
+    from conformance.world import stop
 
     def interrupt(signum: int, frame: object) -> None:
         # Also a flag: an interrupt that lands inside a library that swallows it (a property's
         # shrinking) must still stop the run after the current test.
-        plugin.STOP_REQUESTED.set()
-        raise KeyboardInterrupt(f"signal {signum}")
+        stop.request(f"signal {signum}")
 
-    folder = tempfile.mkdtemp(prefix="shardspec-run-")
-    saved = os.environ.get("TMPDIR"), tempfile.tempdir
-    os.environ["TMPDIR"] = tempfile.tempdir = folder
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {signum: signal.signal(signum, interrupt) for signum in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@contextmanager
+def _interruptible_run_folder() -> Iterator[None]:
+    """Every temporary file of the run (rank worlds' stores and logs, in xdist workers too) goes
+    under one folder that is removed when the run ends, interrupted or not (``_interruptible``),
+    so nothing is left behind."""
+    folder = tempfile.mkdtemp(prefix="shardspec-run-")
+    saved = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"] = tempfile.tempdir = folder
+    try:
+        with _interruptible():
+            yield
+    finally:
         if saved[0] is None:
             os.environ.pop("TMPDIR", None)
         else:
@@ -157,22 +222,45 @@ def _interruptible_run_folder() -> Iterator[None]:
 
 
 def _replay(args: argparse.Namespace, extra: list[str]) -> int:
+    """Run one case. A case is data: it names one of the suite's tasks (or of a module that
+    ``--task-module`` allows) and never the implementation, which comes from ``--impl``."""
+    from conformance import adapters
     from conformance.world import Case, LocalWorld
+    from conformance.world.protocol import SUITE_TASKS
 
     try:
         case = Case.from_json(args.case)
-    except ValueError as exc:  # json.JSONDecodeError is one
-        print(f"replay: the case must be JSON like the replay line prints: {exc}", file=sys.stderr)
-        return 2
+    except (ValueError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
+        raise options.UsageError(
+            f"the case must be JSON like the replay line prints: {exc}"
+        ) from None
     module = case.task.partition(":")[0]
-    if module not in (*SUITE_TASK_MODULES, *args.task_module):
-        print(
-            f"replay: task {case.task!r} is not one of the suite's ({', '.join(SUITE_TASK_MODULES)}"
-            "); a case is data, so other code runs only where --task-module names its module",
-            file=sys.stderr,
+    suite_task = module.startswith(SUITE_TASKS + ".")
+    if not suite_task and module not in args.task_module:
+        raise options.UsageError(
+            f"task {case.task!r} is not one of the suite's ({SUITE_TASKS}.*); a case is data, "
+            "so other code runs only where --task-module names its module"
         )
-        return 2
-    with LocalWorld(args.world_size, args.backend, case_timeout_s=args.timeout) as world:
+    if "impl" in case.args:
+        raise options.UsageError(
+            f"the case names an implementation (impl={case.args['impl']!r}); a case is data: "
+            "give the implementation with --impl"
+        )
+    if suite_task:
+        try:
+            adapters.load(args.impl)
+        except ValueError as exc:
+            raise options.UsageError(f"--impl {exc}") from None
+        case = Case(case.task, {**case.args, "impl": args.impl})
+    # A pure call (conformance.tasks.pure) runs as in a suite run: in a rank with no group.
+    pure = module == f"{SUITE_TASKS}.pure"
+    world = LocalWorld(
+        1 if pure else args.world_size,
+        args.backend,
+        case_timeout_s=args.timeout,
+        process_group=not pure,
+    )
+    with world:
         result = world.run(case)
     if result.ok:
         for outcome in result.outcomes:
@@ -185,7 +273,11 @@ def _replay(args: argparse.Namespace, extra: list[str]) -> int:
 def _rules(args: argparse.Namespace, extra: list[str]) -> int:
     from conformance import rules
 
-    print(rules.report(rules.load(), rules.citations([Path(p) for p in args.paths] or [SUITE])))
+    paths = [Path(p) for p in args.paths] or [SUITE]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise options.UsageError(f"no such test file or folder: {', '.join(missing)}")
+    print(rules.report(rules.load(), rules.citations(paths)))
     return 0
 
 
@@ -201,8 +293,7 @@ def _matrix(args: argparse.Namespace, extra: list[str]) -> int:
 
     runs = matrix.load_runs(Path(args.results))
     if not runs:
-        print(f"no rules.json under {args.results}", file=sys.stderr)
-        return 2
+        raise options.UsageError(f"no rules.json under {args.results}")
     findings = matrix.load_findings(Path(__file__).parent / "FINDINGS.md")
     page = matrix.render(runs, findings, f"python -m conformance matrix {args.results}")
     if args.out:

@@ -13,9 +13,12 @@ A test id line is followed by indented lines, each a rule id and the symptom its
 wrong value). A failure of another rule, or of a listed rule with a symptom the entry does not
 list, is a new failure: an entry written for one bug never hides another.
 
-A test id matches a test whose node id equals it or starts with it followed by ``[``, so one
-entry can cover every parametrisation. Ids that match no collected test are reported, since a
-stale entry would silently hide a fixed bug.
+A test id is the test's path from the folder that holds the ``conformance`` package, then its
+name (``conformance/suite/test_st_gather.py::test_gather``): the same wherever the suite is
+installed or run from. It matches a test whose id equals it or starts with it followed by ``[``,
+so one entry can cover every parametrisation. Ids that match no collected test of a collected
+file, or that name a file the suite does not have, are reported, since a stale entry would
+silently hide a fixed bug.
 
 A ``whole test`` line makes the test a strict xfail: its first failure ends it and must be one
 the entry lists, and the test must fail. Without it the test goes on: a failed check blamed on
@@ -76,6 +79,8 @@ def covers(
 
 
 FOLDER = Path(__file__).parent / "xfails"
+# Test ids are paths from here (``conformance/suite/...``), wherever the package is installed.
+PACKAGE_PARENT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -191,5 +196,14 @@ def _check_complete(entries: list[XFail], path: Path) -> None:
         )
 
 
-def matches(entry: XFail, nodeid: str) -> bool:
-    return nodeid == entry.test_id or nodeid.startswith(entry.test_id + "[")
+def matches(entry: XFail, test_id: str) -> bool:
+    """Whether ``entry`` names the test ``test_id`` (``plugin.suite_id``) or its parametrisation."""
+    return test_id == entry.test_id or test_id.startswith(entry.test_id + "[")
+
+
+def stale(entry: XFail, collected_files: set[str]) -> bool:
+    """Whether an entry that matched no collected test names nothing: its file was collected (the
+    test is gone), or the file itself is gone. A run restricted to other files says nothing of
+    it."""
+    file = entry.test_id.partition("::")[0]
+    return file in collected_files or not (PACKAGE_PARENT / file).is_file()

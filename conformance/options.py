@@ -7,6 +7,11 @@ from __future__ import annotations
 import argparse
 
 MAX_WORLD_SIZE = 8
+EXIT_USAGE = 4  # bad options or input, said in one line (README: exit codes)
+
+
+class UsageError(Exception):
+    """Bad options or input: one line on stderr and exit code 4, before anything runs."""
 
 
 def world_sizes(raw: str) -> list[int]:

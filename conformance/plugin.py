@@ -7,7 +7,6 @@ import functools
 import hashlib
 import inspect
 import os
-import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -34,7 +33,7 @@ from conformance import (
 from conformance import report as rule_report
 from conformance.symptoms import Symptom
 from conformance.tasks import pure as pure_tasks
-from conformance.world import attach, harness
+from conformance.world import attach, harness, stop
 from conformance.world.attach import AttachedWorld
 from conformance.world.backends import backend_named
 from conformance.world.harness import HarnessError
@@ -48,7 +47,6 @@ _XFAILS = pytest.StashKey[list[known_failures.XFail]]()
 _KNOWN_RULES = pytest.StashKey[dict[str, Symptom]]()
 _EXPECTED_TO_FAIL = pytest.StashKey[known_failures.XFail]()
 _RUN_INFO = pytest.StashKey[dict[str, Any]]()
-STOP_REQUESTED = threading.Event()  # set by ``conformance run`` on SIGTERM
 _BORROWED = pytest.StashKey[bool]()
 
 
@@ -96,6 +94,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write the per-rule results there as rules.md and rules.json",
     )
     group.addoption(
+        "--skip-unavailable",
+        action="store_true",
+        help="skip the world sizes the backend cannot run here (too few GPUs, no NCCL) instead "
+        "of stopping with an environment error (exit 3)",
+    )
+    group.addoption(
+        "--min-rules",
+        type=int,
+        default=0,
+        help="the fewest rules the run must judge (pass, fail or known failure); fewer is an "
+        "error (exit 3), so that a gate cannot go green by skipping (python -m conformance "
+        "run: 1 unless told)",
+    )
+    group.addoption(
         "--start-method",
         default=None,
         choices=["fork", "forkserver", "spawn"],
@@ -129,10 +141,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "volume(factor): a property that draws factor times the profile's examples"
     )
-    missing = harness.missing_driver_dependency()
+    missing = harness.missing_driver_dependency() or _unwritable_step_summary()
     if missing:
         pytest.exit(f"shardspec: environment error: {missing}", returncode=harness.EXIT_CODE)
     world_sizes(config)
+    _check_report_dir(config.getoption("--report-dir"))
+    unavailable = _unavailable_sizes(config)
+    if unavailable:
+        pytest.exit(f"shardspec: environment error: {unavailable}", returncode=harness.EXIT_CODE)
     for option, allow_zero in (("--case-timeout", False), ("--grace", True)):
         try:
             options.seconds(config.getoption(option), allow_zero=allow_zero)
@@ -163,6 +179,52 @@ def pytest_configure(config: pytest.Config) -> None:
         )
         config.pluginmanager.register(edge_results, "shardspec-edge-results")
         config.pluginmanager.register(cost_report.CostResults(), "shardspec-cost-results")
+
+
+def _unavailable_sizes(config: pytest.Config) -> str | None:
+    """Why the backend cannot run some world size asked for, unless the user asked to skip those
+    (``--skip-unavailable``): a GPU gate whose CUDA is broken must not go green on the few rules
+    that need no world."""
+    if attach.CURRENT is not None or config.getoption("--skip-unavailable"):
+        return None
+    backend = backend_named(config.getoption("--backend"))
+    reasons = {n: backend.unavailable_reason(n) for n in world_sizes(config)}
+    missing = [n for n, reason in reasons.items() if reason]
+    if not missing:
+        return None
+    return (
+        f"--backend {backend.name} cannot run world size {','.join(map(str, missing))} here: "
+        f"{reasons[missing[0]]}; ask for the sizes it can run (--world-sizes), or pass "
+        "--skip-unavailable to skip them"
+    )
+
+
+def _check_report_dir(directory: str | None) -> None:
+    """Make ``--report-dir`` now, so that a path that cannot hold the reports is a usage error
+    before the first test, not a traceback after the last."""
+    if directory is None:
+        return
+    try:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        probe = Path(directory, ".shardspec-write-check")
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise pytest.UsageError(
+            f"--report-dir {directory}: cannot write the reports there ({exc.strerror or exc})"
+        ) from None
+
+
+def _unwritable_step_summary() -> str | None:
+    """Why ``$GITHUB_STEP_SUMMARY``, where the table is appended, cannot be written, if so."""
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not summary:
+        return None
+    try:
+        with open(summary, "a"):
+            return None
+    except OSError as exc:
+        return f"GITHUB_STEP_SUMMARY={summary} cannot be written ({exc.strerror or exc})"
 
 
 def _relative(path: Path) -> str:
@@ -280,14 +342,18 @@ def pure_each(
     """``pure_each(task, calls)`` runs pure task ``task`` once per argument set of ``calls`` in a
     single trip to the sandbox (``conformance.tasks.pure:each``): one result per call, as its
     own case would give it, to judge, report and replay alone. Where the trip itself fails (a
-    call hung or crashed the sandbox), each call runs alone, so the one that did is found."""
+    call hung, crashed or ended the sandbox), each call runs alone, so the one that did is
+    found; if none does alone, the fault fired in the batch only (a fault that fires sometimes),
+    and every call's result is the batch's failure, with the batch's replay line: the first
+    call judged fails, never passes because its rerun did."""
     sandbox = world_pool.sandbox()
 
     def run(task: str, calls: list[dict[str, Any]]) -> list[CaseResult]:
         batch = sandbox.run(pure_tasks.case("each", impl_name, name=task, calls=calls))
         cases = [pure_tasks.case(task, impl_name, **args) for args in calls]
         if not batch.ok:
-            return [sandbox.run(c) for c in cases]
+            alone = [sandbox.run(c) for c in cases]
+            return alone if any(r.faulted for r in alone) else [batch] * len(calls)
         (outcomes,) = batch.values()
         each_s = batch.elapsed_s / max(1, len(calls))
         return [
@@ -346,13 +412,28 @@ def _seed_by_name(items: list[pytest.Item]) -> None:
 
 
 def _label_with_rules(items: list[pytest.Item]) -> None:
-    """Carry each test's rule ids and world size on its reports (they travel from xdist workers)."""
+    """Carry each test's rule ids, world size and suite id on its reports (they travel from
+    xdist workers)."""
     for item in items:
         cited = [rule for marker in item.iter_markers("rules") for rule in marker.args]
         if cited:
             callspec = getattr(item, "callspec", None)
             size = callspec.params.get("world_size", "any") if callspec else "any"
             item.user_properties += [("rules", ",".join(cited)), ("world_size", str(size))]
+            item.user_properties.append(("suite_id", suite_id(item)))
+
+
+def suite_id(item: pytest.Item) -> str:
+    """The id a known-failures file names ``item`` by: its path from the folder that holds the
+    ``conformance`` package (``conformance/suite/test_st_gather.py::test_gather[ws2]``), the same
+    in a checkout, an installed wheel and whatever folder pytest took as its rootdir. A test
+    outside that folder (a user's own) keeps its node id."""
+    try:
+        path = item.path.resolve().relative_to(known_failures.PACKAGE_PARENT)
+    except ValueError:
+        return item.nodeid
+    _, sep, name = item.nodeid.partition("::")
+    return path.as_posix() + sep + name
 
 
 def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -361,8 +442,9 @@ def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> Non
     entries = config.stash[_XFAILS]
     used: set[int] = set()
     for item in items:
+        key = suite_id(item)
         for entry in entries:
-            if known_failures.matches(entry, item.nodeid):
+            if known_failures.matches(entry, key):
                 if not entry.whole:
                     known = dict(item.stash.get(_KNOWN_RULES, {}))
                     for rule, symptom in entry.symptoms.items():
@@ -373,8 +455,9 @@ def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> Non
                     item.stash[_EXPECTED_TO_FAIL] = entry
                 used.add(entry.line)
     path = config.getoption("--xfails")
+    collected_files = {suite_id(item).partition("::")[0] for item in items}
     for entry in entries:
-        if entry.line not in used:
+        if entry.line not in used and known_failures.stale(entry, collected_files):
             where = f"{path}:{entry.line}"
             warnings.warn(
                 f"{where}: xfail entry {entry.test_id!r} matches no collected test", stacklevel=1
@@ -642,8 +725,14 @@ class _RuleResults:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """A run that met a harness or environment error ends as an error, whatever else it
-        judged (``conformance.world.harness``)."""
-        if self.not_judged and session.exitstatus in (0, 1):
+        judged (``conformance.world.harness``); so does a finished run that judged fewer rules
+        than ``--min-rules`` (no test collected, every test skipped)."""
+        judged, least = len(self.table.judged()), self.config.getoption("--min-rules")
+        if judged < least and not self.incomplete() and session.exitstatus in (0, 1, 5):
+            self.not_judged.append(
+                f"too few rules judged: {judged}, where --min-rules asks for {least}"
+            )
+        if self.not_judged and session.exitstatus in (0, 1, 5):
             session.exitstatus = harness.EXIT_CODE
 
     def incomplete(self) -> str | None:
@@ -657,12 +746,15 @@ class _RuleResults:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "teardown":
             self.finished.add(report.nodeid)
-        if STOP_REQUESTED.is_set():
+        if stop.REQUESTED.is_set():
             self.interrupted = True
             if self.session is not None:
                 self.session.shouldstop = "interrupted by SIGTERM"
         properties = dict(report.user_properties)
         final = report.when == "call" or (report.when == "setup" and report.outcome != "passed")
+        if "no_verdict" in properties and final:
+            kind, _, why = properties["no_verdict"].partition(": ")
+            self.not_judged.append(f"{kind}: {report.nodeid}: {why}")
         if "rules" not in properties or not final:
             return
         skipped = report.skipped and isinstance(report.longrepr, tuple)
@@ -672,12 +764,11 @@ class _RuleResults:
             verdict = "xpass"  # a known failure that no longer fails: fixed, or never drawn
         if "no_verdict" in properties:
             verdict = rule_report.ERROR
-            kind, _, why = properties["no_verdict"].partition(": ")
-            self.not_judged.append(f"{kind}: {report.nodeid}: {why}")
         violated = [r for r in properties.get("violated", "").split(",") if r in self.known]
         known = [r for r in properties.get("known", "").split(",") if r in self.known]
-        self.known_seen.setdefault(report.nodeid, set()).update(known)
-        shown = self.known_as.setdefault(report.nodeid, {})
+        key = properties.get("suite_id", report.nodeid)
+        self.known_seen.setdefault(key, set()).update(known)
+        shown = self.known_as.setdefault(key, {})
         for part in filter(None, properties.get("known_as", "").split(";")):
             rule, _, behaviours = part.partition("=")
             shown.setdefault(rule, set()).update(behaviours.split("|"))
@@ -714,8 +805,9 @@ class _RuleResults:
         if directory:
             Path(directory).mkdir(parents=True, exist_ok=True)
             Path(directory, "rules.md").write_text(markdown)
+            exit_code = int(self.session.exitstatus) if self.session is not None else None
             Path(directory, "rules.json").write_text(
-                rule_report.render_json(self.table, order, run=info)
+                rule_report.render_json(self.table, order, run=info, exit_code=exit_code)
             )
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:

@@ -48,6 +48,11 @@ class RuleTable:
         known = [r for r in order if r in self.cells] + sorted(set(self.cells) - set(order))
         return [(rule, [self.cells[rule].get(c, "") for c in self.columns()]) for rule in known]
 
+    def judged(self) -> list[str]:
+        """The rules that got a verdict in some cell: passed, failed, or failed as known."""
+        verdicts = {"pass", "fail", "xfail", "xpass"}
+        return [rule for rule, by_size in self.cells.items() if verdicts & set(by_size.values())]
+
     def counts(self) -> dict[str, int]:
         totals: dict[str, int] = defaultdict(int)
         for by_size in self.cells.values():
@@ -87,12 +92,18 @@ def render_markdown(table: RuleTable, order: list[str]) -> str:
     return "\n".join([*lines, "", _summary(table), ""])
 
 
-def render_json(table: RuleTable, order: list[str], run: dict[str, str] | None = None) -> str:
-    """``{"run": header, "rules": {rule: {column: verdict}}, "summary": counts}``."""
+def render_json(
+    table: RuleTable,
+    order: list[str],
+    run: dict[str, str] | None = None,
+    exit_code: int | None = None,
+) -> str:
+    """``{"run": header, "rules": {rule: {column: verdict}}, "summary": counts, "exit_code":
+    the run's}``: the exit code too, since a launcher (torchrun) replaces it with its own."""
     rules = {
         rule: dict(zip(table.headers(), cells, strict=True)) for rule, cells in table.rows(order)
     }
-    data = {"run": run or {}, "rules": rules, "summary": table.counts()}
+    data = {"run": run or {}, "rules": rules, "summary": table.counts(), "exit_code": exit_code}
     return json.dumps(data, indent=2, sort_keys=True)
 
 

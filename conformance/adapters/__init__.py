@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import types
 from functools import cache
 from typing import Any
 
@@ -31,4 +32,27 @@ def load(spec: str) -> Any:
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"{spec!r} cannot be loaded: {exc}") from exc
+    _check_is_adapter(spec, obj)
     return obj
+
+
+def _check_is_adapter(spec: str, obj: Any) -> None:
+    """An adapter is an instance (``ADAPTER = MyAdapter()``) with a ``name`` and its
+    ``capabilities`` (``contract.Adapter``). A class, a module or a function in its place would
+    otherwise fail every test, blamed on the implementation."""
+    if isinstance(obj, type):
+        found = f"the class {obj.__name__}"
+    elif isinstance(obj, types.ModuleType):
+        found = f"the module {obj.__name__}"
+    elif isinstance(obj, types.FunctionType | types.BuiltinFunctionType | types.MethodType):
+        found = f"the function {obj.__name__}"
+    elif not isinstance(getattr(obj, "name", None), str):
+        found = f"a {type(obj).__name__} without a 'name'"
+    elif not isinstance(getattr(obj, "capabilities", None), frozenset | set):
+        found = f"a {type(obj).__name__} without 'capabilities' (a frozenset)"
+    else:
+        return
+    raise ValueError(
+        f"{spec!r} is {found}, not an adapter instance: give 'module:attr' of an object with a "
+        "name and capabilities, e.g. ADAPTER = MyAdapter() (conformance/adapters/README.md)"
+    )

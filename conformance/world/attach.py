@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import sys
 import threading
 import time
@@ -19,7 +20,7 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
-from conformance.world import costs, harness, step
+from conformance.world import costs, harness, step, stop
 from conformance.world.backends import backend_named
 from conformance.world.costs import COSTS
 from conformance.world.ledger import LEDGER
@@ -28,6 +29,8 @@ from conformance.world.rank import RankContext, encode, execute, init_group
 
 LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 _POLL_S = 0.001
+_INTERRUPT_CHECK_S = 0.1  # how often a waiting driver looks for an interrupted rank
+INTERRUPTED_KEY = "interrupted"
 
 # The world rank 0's driver runs cases on; set by ``python -m conformance run`` under a launcher.
 CURRENT: AttachedWorld | None = None
@@ -63,12 +66,14 @@ class AttachedWorld:
         self._store = _store()
         self._seq = 0
         self._lost: str | None = None
+        self._next_interrupt_check = 0.0
 
     def run(self, case: Case, timeout_s: float | None = None) -> CaseResult:
         """Run ``case`` on every rank. The launcher's world cannot be replaced: after a hang, or
         a raise that left its groups out of step (``conformance.world.step``), it is lost, and
         every later case is refused rather than run on a world that would corrupt it. A raise
         after point-to-point traffic cannot be told apart and runs on, as before the check."""
+        self._stop_if_interrupted()
         if self._lost:
             raise WorldLost(f"the attached world was lost earlier: {self._lost}")
         LEDGER.record(self.world_size)
@@ -101,6 +106,8 @@ class AttachedWorld:
                 limit = min(limit, first_failure + self.grace_s)
             if time.monotonic() > limit:
                 break
+            if time.monotonic() > self._next_interrupt_check:
+                self._stop_if_interrupted()
             for rank in range(self.world_size):
                 key = f"result/{self._seq}/{rank}"
                 if rank not in outcomes and self._store.check([key]):
@@ -113,6 +120,13 @@ class AttachedWorld:
             if rank not in outcomes:
                 outcomes[rank] = Hung(rank, waited, self._posted_stack(rank))
         return tuple(outcomes[r] for r in range(self.world_size))
+
+    def _stop_if_interrupted(self) -> None:
+        """Stop the run, as Ctrl-C would, once another rank was interrupted
+        (``post_interrupts``): rank 0 then writes the reports, marked incomplete."""
+        self._next_interrupt_check = time.monotonic() + _INTERRUPT_CHECK_S
+        if self._store.check([INTERRUPTED_KEY]):
+            stop.request(self._store.get(INTERRUPTED_KEY).decode(errors="replace"))
 
     def _posted_stack(self, rank: int) -> str:
         key = f"stack/{self._seq}/{rank}"
@@ -138,6 +152,21 @@ def serve_attached(backend: str) -> RankContext:
         raise SystemExit(f"cannot attach: {reason}")
     init_group(backend_obj, rank, world_size, None, timeout_s=600.0)
     return RankContext(rank, world_size, backend_obj)
+
+
+def post_interrupts(ctx: RankContext, exit_code: int) -> None:
+    """On SIGTERM or SIGINT this rank (not rank 0, which drives) tells rank 0 through the store
+    and exits with ``exit_code`` at once: rank 0 stops the run and writes its reports, marked
+    incomplete, instead of waiting out a case timeout for a rank that is gone."""
+    store = _store()
+
+    def interrupted(signum: int, frame: object) -> None:
+        name = signal.Signals(signum).name
+        store.set(INTERRUPTED_KEY, f"rank {ctx.rank} was interrupted ({name})".encode())
+        os._exit(exit_code)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, interrupted)
 
 
 def serve_cases(ctx: RankContext) -> None:

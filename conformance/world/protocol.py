@@ -14,6 +14,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+# The package of the suite's own tasks: the only code a replay runs unless told otherwise.
+SUITE_TASKS = "conformance.tasks"
 RULE_ID = re.compile(r"\b([A-Z]+(?:-[A-Z]+)*-\d+)\b")
 
 
@@ -53,11 +55,17 @@ class Case:
         return cls(task=data["task"], args=args)
 
     def replay_command(self, world_size: int, backend: str) -> str:
-        """A one-line shell command that runs this case again on a fresh world."""
-        return (
-            f"python -m conformance replay --backend {backend} --world-size {world_size} "
-            f"{shlex.quote(self.to_json())}"
-        )
+        """A one-line shell command that runs this case again on a fresh world. The case is
+        data: the implementation it ran (``args.impl``) is an option of the command, never part
+        of the JSON, and a task outside the suite's own needs its module named to run."""
+        data = Case(self.task, {k: v for k, v in self.args.items() if k != "impl"})
+        options = f"--backend {backend} --world-size {world_size}"
+        if "impl" in self.args:
+            options += f" --impl {shlex.quote(str(self.args['impl']))}"
+        module = self.task.partition(":")[0]
+        if not module.startswith(SUITE_TASKS + "."):
+            options += f" --task-module {shlex.quote(module)}"
+        return f"python -m conformance replay {options} {shlex.quote(data.to_json())}"
 
 
 FACTS_ATTRIBUTE = "shardspec_facts"

@@ -624,6 +624,25 @@ class GatherFailsOnce(ReferenceAdapter):
         return super().st_gather(st, dst, out)
 
 
+class LayoutFaultsOnceIn3D(ReferenceAdapter):
+    """A fault that fires once in a run, inside a batch of pure calls: the first 3-d layout kills
+    its process, exits or hangs (``SHARDSPEC_PLANTED_FAULT``: segv, exit, hang); the file named
+    by ``SHARDSPEC_PLANTED_FLAG`` records that it fired, so no call alone ever shows it."""
+
+    def dt_local_shape_and_offset(self, global_shape, mesh_shape, placements, coordinate):
+        flag = os.environ["SHARDSPEC_PLANTED_FLAG"]
+        if len(global_shape) == 3 and not os.path.exists(flag):
+            open(flag, "w").close()
+            fault = os.environ["SHARDSPEC_PLANTED_FAULT"]
+            if fault == "segv":
+                os.kill(os.getpid(), signal.SIGSEGV)
+            elif fault == "exit":
+                os._exit(1)
+            time.sleep(3600)
+        return super().dt_local_shape_and_offset(global_shape, mesh_shape, placements, coordinate)
+
+
+LAYOUT_FAULTS_ONCE_IN_3D = LayoutFaultsOnceIn3D()
 LAYOUT_CRASHES = LayoutCrashesTheProcess()
 GATHER_FAILS_ONCE = GatherFailsOnce()
 EVERY_LAYOUT_CRASHES = EveryLayoutCrashes()

@@ -37,10 +37,17 @@ def test_fails(world):
     judge.all_returned(world.run(Case("inner_tasks:fail_on_last")))
 
 def test_impl(impl):
-    assert impl == "the adapter"
+    assert impl.name == "inner"
 """
 
-ADAPTER = 'ADAPTER = "the adapter"\n'
+ADAPTER = """
+class Adapter:
+    name = "inner"
+    capabilities = frozenset()
+
+
+ADAPTER = Adapter()
+"""
 
 
 @pytest.fixture
@@ -125,14 +132,20 @@ def test_bad_world_sizes_are_a_usage_error(inner):
     result.stderr.fnmatch_lines(["*--world-sizes: world sizes must lie in 1..8*"])
 
 
-def test_nccl_worlds_skip_with_the_reason_when_there_is_no_gpu(inner):
+def test_nccl_worlds_without_a_gpu_are_an_error_unless_their_skips_are_asked_for(inner):
+    """A GPU gate whose CUDA is broken must not go green on the tests that need no world."""
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    result = run(inner, "-k", "sum", "--backend", "nccl", "--world-sizes", "2", "-rs")
-    result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*NCCL*"])
+    refused = run(inner, "-k", "sum", "--backend", "nccl", "--world-sizes", "2")
+    assert refused.ret == 3
+    refused.stderr.fnmatch_lines(["*environment error: --backend nccl cannot run world size 2*"])
+    skipped = run(
+        inner, "-k", "sum", "--backend", "nccl", "--world-sizes", "2", "-rs", "--skip-unavailable"
+    )
+    skipped.assert_outcomes(skipped=1)
+    skipped.stdout.fnmatch_lines(["*NCCL*"])
 
 
 def test_worlds_work_under_xdist(inner):

@@ -69,5 +69,5 @@ not every rank returned [conformance.suite.tasks:gather on 4 rank(s), gloo]
   | File "gather.py", line 9 in gather
   --- rank 2 log_tail ---
   | Fatal Python error: Segmentation fault
-  replay: python -m conformance replay --backend gloo --world-size 4 '{"args": {"dst": 1, "shape": [5]}, "task": "conformance.suite.tasks:gather"}'""",
+  replay: python -m conformance replay --backend gloo --world-size 4 --task-module conformance.suite.tasks '{"args": {"dst": 1, "shape": [5]}, "task": "conformance.suite.tasks:gather"}'""",
         )

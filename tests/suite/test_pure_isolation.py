@@ -143,6 +143,41 @@ def test_a_batch_that_hangs_is_run_call_by_call_to_find_the_call_that_hung(tmp_p
     assert pure_column(rules)["ERR-7"] == "fail"
 
 
+@pytest.mark.parametrize("fault", ["segv", "exit", "hang"])
+def test_a_fault_that_fires_once_in_a_batch_of_pure_calls_fails_with_a_working_replay(
+    tmp_path, fault
+):
+    """The batch crashed, exited or hung once, and no call alone does again: the batch's fault is
+    the verdict (a flaky failure), never thrown away for the reruns that passed, and its replay
+    line runs as printed."""
+    flag = tmp_path / "fired"
+    out, _ = run_suite(
+        tmp_path,
+        "mutants:LAYOUT_FAULTS_ONCE_IN_3D",
+        "conformance/suite/test_dt_layout.py::test_local_shape_and_offset_of_every_coordinate",
+        SHARDSPEC_PLANTED_FLAG=str(flag),
+        SHARDSPEC_PLANTED_FAULT=fault,
+    )
+    assert flag.exists()
+    failures = out.split(" FAILURES ")[1]
+    assert "failed once, passed on replay (flaky)" in failures, failures[-3000:]
+    shown = {"segv": "died with exit code -11", "exit": "died with exit code 1", "hang": "hung"}
+    assert shown[fault] in failures, failures[-3000:]
+    (replay,) = {line.strip().removeprefix("replay: ") for line in failures.splitlines()
+                 if "replay: " in line and "conformance.tasks.pure:each" in line}  # fmt: skip
+    assert " --impl mutants:LAYOUT_FAULTS_ONCE_IN_3D " in replay
+    if fault != "segv":
+        return  # the replay line is the same for every fault: run it once
+    done = subprocess.run(
+        replay.replace("python", sys.executable, 1), shell=True, cwd=ROOT,
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "tests" / "suite"),
+             "SHARDSPEC_PLANTED_FLAG": str(flag), "SHARDSPEC_PLANTED_FAULT": fault},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("rank 0: returned [")
+
+
 @pytest.fixture(autouse=True)
 def _tasks_importable(monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT / "tests" / "suite"))
