@@ -14,14 +14,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
-from conformance import options
+from conformance import options, paths
 
 SUITE = Path(__file__).parent / "suite"
-# Every run reads this configuration, never the one of the folder it starts in, and its rootdir
-# is the folder holding the package: test ids (and so known failures) do not depend on where the
-# suite is installed or where it is run from (see the file).
-RUN_CONFIG = Path(__file__).parent / "pytest-run.ini"
-ROOTDIR = Path(__file__).resolve().parent.parent
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,9 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.add_argument(
         "--min-rules",
-        type=options.argparse_type(options.count),
+        type=options.argparse_type(options.at_least_zero),
         default=1,
-        help="fail (exit 3) a run that judged fewer rules than this (default 1)",
+        help="fail (exit 3) a run that judged fewer rules than this (default 1; 0: no check)",
     )
     run.set_defaults(handler=_run)
 
@@ -70,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     replay.add_argument("case", help="the case as JSON, as printed by a failing test")
     replay.add_argument("--backend", default="gloo")
     replay.add_argument(
-        "--impl", default="reference", help="the implementation the suite's tasks call"
+        "--impl",
+        help="the implementation the case's task calls (the suite's tasks: default reference)",
     )
     replay.add_argument("--world-size", type=one_size, required=True)
     replay.add_argument("--timeout", type=positive_seconds, default=30.0)
@@ -124,13 +120,12 @@ NEXT_COMMANDS = """\
 next: python -m conformance run --impl torch    # your PyTorch, judged by the same rules
       python -m conformance run --profile ci    # the merge gate: the same draws every run
       python -m conformance rules               # every rule and the tests that cite it
-      (README.md: your own adapter, GPU runners, exit codes)"""
+      (the README: your own adapter, GPU runners, exit codes)"""
 
 
 def _pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     argv = [*(args.paths or [str(SUITE)]), "-p", "conformance.plugin"]
-    argv += ["-c", str(RUN_CONFIG), "--rootdir", str(ROOTDIR)]
-    argv += ["-o", f"cache_dir={Path.cwd() / '.pytest_cache'}"]  # where pytest keeps it: here
+    argv += paths.pytest_isolation(extra)  # test ids and configuration as in a checkout
     sizes = ",".join(map(str, args.world_sizes))  # parsed by options.world_sizes
     argv += ["--impl", args.impl, "--backend", args.backend, "--world-sizes", sizes]
     argv += ["--hypothesis-profile", args.profile, "--case-timeout", str(args.case_timeout)]
@@ -156,7 +151,7 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         with _interruptible_run_folder():
             code = int(pytest.main(argv))
         if code == 0 and (args.impl, args.profile) == ("reference", "quick"):
-            print(NEXT_COMMANDS)  # a newcomer's first run: where to go from here
+            print(NEXT_COMMANDS)  # the default run, a newcomer's first: where to go from here
         return code
 
     # Under a launcher every process is a rank; rank 0 also drives (see conformance.world.attach).
@@ -189,6 +184,11 @@ def _interruptible() -> Iterator[None]:
     from conformance.world import stop
 
     def interrupt(signum: int, frame: object) -> None:
+        if signum == signal.SIGINT and stop.REQUESTED.is_set():
+            # A second Ctrl-C: the person wants out now, reports or not. (A launcher's repeated
+            # SIGTERM is ignored: it would cut the reports short.)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt("Ctrl-C again: stopping without the reports")
         # Also a flag: an interrupt that lands inside a library that swallows it (a property's
         # shrinking) must still stop the run after the current test.
         stop.request(f"signal {signum}")
@@ -234,7 +234,9 @@ def _replay(args: argparse.Namespace, extra: list[str]) -> int:
         raise options.UsageError(
             f"the case must be JSON like the replay line prints: {exc}"
         ) from None
-    module = case.task.partition(":")[0]
+    module, _, function = case.task.partition(":")
+    if not function.isidentifier():
+        raise options.UsageError(f"task {case.task!r} does not name a function of its module")
     suite_task = module.startswith(SUITE_TASKS + ".")
     if not suite_task and module not in args.task_module:
         raise options.UsageError(
@@ -246,12 +248,13 @@ def _replay(args: argparse.Namespace, extra: list[str]) -> int:
             f"the case names an implementation (impl={case.args['impl']!r}); a case is data: "
             "give the implementation with --impl"
         )
-    if suite_task:
+    impl = args.impl or ("reference" if suite_task else None)
+    if impl is not None:  # the suite's tasks take it; another module's, where --impl gives it
         try:
-            adapters.load(args.impl)
+            adapters.load(impl)
         except ValueError as exc:
             raise options.UsageError(f"--impl {exc}") from None
-        case = Case(case.task, {**case.args, "impl": args.impl})
+        case = Case(case.task, {**case.args, "impl": impl})
     # A pure call (conformance.tasks.pure) runs as in a suite run: in a rank with no group.
     pure = module == f"{SUITE_TASKS}.pure"
     world = LocalWorld(
@@ -273,11 +276,11 @@ def _replay(args: argparse.Namespace, extra: list[str]) -> int:
 def _rules(args: argparse.Namespace, extra: list[str]) -> int:
     from conformance import rules
 
-    paths = [Path(p) for p in args.paths] or [SUITE]
-    missing = [str(p) for p in paths if not p.exists()]
+    tests = [Path(p) for p in args.paths] or [SUITE]
+    missing = [str(p) for p in tests if not p.exists()]
     if missing:
         raise options.UsageError(f"no such test file or folder: {', '.join(missing)}")
-    print(rules.report(rules.load(), rules.citations(paths)))
+    print(rules.report(rules.load(), rules.citations(tests)))
     return 0
 
 

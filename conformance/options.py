@@ -40,6 +40,13 @@ def count(raw: str) -> int:
     return int(raw)
 
 
+def at_least_zero(raw: str) -> int:
+    """A number of things that may be zero (0 turns a threshold off)."""
+    if not raw.strip().isdigit():
+        raise ValueError(f"a whole number, 0 or more; got {raw!r}")
+    return int(raw)
+
+
 def seconds(raw: str | float, *, allow_zero: bool = False) -> float:
     """A duration in seconds: positive (or, where allowed, zero) and finite."""
     try:

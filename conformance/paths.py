@@ -12,6 +12,20 @@ import sys
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
+# The pytest configuration every command that runs pytest over the suite reads, and its rootdir:
+# the folder that holds the package, so test ids read ``conformance/suite/...`` wherever the
+# suite is installed (see the file).
+RUN_CONFIG = Path(__file__).resolve().parent / "pytest-run.ini"
+
+
+def pytest_isolation(extra: list[str] = ()) -> list[str]:
+    """pytest options that make a run of the suite read its own configuration, never the one of
+    the folder it starts in (a user's repository): ``-c``, ``--rootdir``, and the cache where
+    pytest would keep it, in the current folder (unless ``extra`` turns the cache off)."""
+    options = ["-c", str(RUN_CONFIG), "--rootdir", str(CHECKOUT)]
+    if "no:cacheprovider" not in extra:
+        options += ["-o", f"cache_dir={Path.cwd() / '.pytest_cache'}"]
+    return options
 
 
 def data_dir(name: str) -> Path:

@@ -141,14 +141,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "volume(factor): a property that draws factor times the profile's examples"
     )
-    missing = harness.missing_driver_dependency() or _unwritable_step_summary()
+    missing = harness.missing_driver_dependency()
     if missing:
         pytest.exit(f"shardspec: environment error: {missing}", returncode=harness.EXIT_CODE)
     world_sizes(config)
     _check_report_dir(config.getoption("--report-dir"))
-    unavailable = _unavailable_sizes(config)
-    if unavailable:
-        pytest.exit(f"shardspec: environment error: {unavailable}", returncode=harness.EXIT_CODE)
     for option, allow_zero in (("--case-timeout", False), ("--grace", True)):
         try:
             options.seconds(config.getoption(option), allow_zero=allow_zero)
@@ -167,6 +164,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.xfails = str(choice.path) if choice.path else None
     except (ValueError, OSError) as exc:
         raise pytest.UsageError(str(exc)) from None
+    # The options are good (a usage error, exit 4, comes first); can this machine run them?
+    cannot = _unwritable_step_summary() or _unavailable_sizes(config)
+    if cannot:
+        pytest.exit(f"shardspec: environment error: {cannot}", returncode=harness.EXIT_CODE)
     in_use = f"{_relative(choice.path)} ({choice.note})" if choice.path else choice.note
     config.stash[_RUN_INFO] = {"impl_release": release, "known_failures": in_use}
     config.stash[_BORROWED] = choice.borrowed
@@ -337,23 +338,30 @@ def pure(world_pool: WorldPool | _AttachedPool, impl_name: str) -> Callable[...,
 
 @pytest.fixture
 def pure_each(
-    world_pool: WorldPool | _AttachedPool, impl_name: str
+    world_pool: WorldPool | _AttachedPool, impl_name: str, pytestconfig: pytest.Config
 ) -> Callable[[str, list[dict[str, Any]]], list[CaseResult]]:
     """``pure_each(task, calls)`` runs pure task ``task`` once per argument set of ``calls`` in a
     single trip to the sandbox (``conformance.tasks.pure:each``): one result per call, as its
-    own case would give it, to judge, report and replay alone. Where the trip itself fails (a
-    call hung, crashed or ended the sandbox), each call runs alone, so the one that did is
-    found; if none does alone, the fault fired in the batch only (a fault that fires sometimes),
-    and every call's result is the batch's failure, with the batch's replay line: the first
-    call judged fails, never passes because its rerun did."""
+    own case would give it, to judge, report and replay alone; the trip has a case timeout for
+    each call, as the calls alone would. Where the trip itself fails (a call hung, crashed or
+    ended the sandbox), each call runs alone, so the one that did is found. If none faults
+    alone, the fault fired in the batch only (a fault that fires sometimes): every call's result
+    is then the batch's, with the batch's replay line, so the first call judged fails, and never
+    passes because its rerun did."""
     sandbox = world_pool.sandbox()
+    timeout_s = pytestconfig.getoption("--case-timeout")
 
     def run(task: str, calls: list[dict[str, Any]]) -> list[CaseResult]:
-        batch = sandbox.run(pure_tasks.case("each", impl_name, name=task, calls=calls))
+        batch = sandbox.run(
+            pure_tasks.case("each", impl_name, name=task, calls=calls),
+            timeout_s=timeout_s * max(1, len(calls)),
+        )
         cases = [pure_tasks.case(task, impl_name, **args) for args in calls]
         if not batch.ok:
             alone = [sandbox.run(c) for c in cases]
-            return alone if any(r.faulted for r in alone) else [batch] * len(calls)
+            if batch.faulted and not any(r.faulted for r in alone):
+                return [batch] * len(calls)
+            return alone
         (outcomes,) = batch.values()
         each_s = batch.elapsed_s / max(1, len(calls))
         return [
@@ -728,7 +736,10 @@ class _RuleResults:
         judged (``conformance.world.harness``); so does a finished run that judged fewer rules
         than ``--min-rules`` (no test collected, every test skipped)."""
         judged, least = len(self.table.judged()), self.config.getoption("--min-rules")
-        if judged < least and not self.incomplete() and session.exitstatus in (0, 1, 5):
+        option = self.config.option
+        ran_tests = not (option.collectonly or getattr(option, "showfixtures", False))
+        finished = ran_tests and not self.incomplete()
+        if judged < least and finished and session.exitstatus in (0, 1, 5):
             self.not_judged.append(
                 f"too few rules judged: {judged}, where --min-rules asks for {least}"
             )
@@ -749,7 +760,7 @@ class _RuleResults:
         if stop.REQUESTED.is_set():
             self.interrupted = True
             if self.session is not None:
-                self.session.shouldstop = "interrupted by SIGTERM"
+                self.session.shouldstop = "interrupted"
         properties = dict(report.user_properties)
         final = report.when == "call" or (report.when == "setup" and report.outcome != "passed")
         if "no_verdict" in properties and final:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conformance import paths
+from conformance.paths import pytest_isolation
 
 SPEC = paths.data_dir("spec")
 SUITE = Path(__file__).resolve().parent / "suite"
@@ -93,10 +94,12 @@ def citations(paths: Iterable[Path] = (SUITE,)) -> dict[str, list[str]]:
     if not existing:
         return {}
     collector = _CitationCollector()
+    isolated = pytest_isolation(["no:cacheprovider"])
     code = pytest.main(
-        [*existing, "--collect-only", "-q", "-p", "conformance.plugin", "-p", "no:cacheprovider"],
+        [*existing, "--collect-only", "-q", "-p", "conformance.plugin", "-p", "no:cacheprovider",
+         *isolated],
         plugins=[collector],
-    )
+    )  # fmt: skip
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         raise RuntimeError(f"collecting {existing} failed with exit code {code}")
     return collector.citations

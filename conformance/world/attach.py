@@ -41,12 +41,12 @@ def launched() -> bool:
     return all(name in os.environ for name in LAUNCHER_VARIABLES)
 
 
-def _store() -> dist.Store:
+def _store(timeout_s: float = 300.0) -> dist.Store:
     store = dist.TCPStore(
         os.environ["MASTER_ADDR"],
         int(os.environ["MASTER_PORT"]),
         is_master=False,
-        timeout=timedelta(seconds=300),
+        timeout=timedelta(seconds=timeout_s),
     )
     return dist.PrefixStore(f"shardspec/{os.environ.get('TORCHELASTIC_RUN_ID', 'run')}/", store)
 
@@ -148,8 +148,9 @@ def serve_attached(backend: str) -> RankContext:
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     backend_obj = backend_named(backend)
     reason = backend_obj.unavailable_reason(world_size)
-    if reason:
-        raise SystemExit(f"cannot attach: {reason}")
+    if reason:  # an environment error, not a verdict (README: exit codes)
+        print(f"shardspec: environment error: cannot attach: {reason}", file=sys.stderr)
+        raise SystemExit(harness.EXIT_CODE)
     init_group(backend_obj, rank, world_size, None, timeout_s=600.0)
     return RankContext(rank, world_size, backend_obj)
 
@@ -158,12 +159,14 @@ def post_interrupts(ctx: RankContext, exit_code: int) -> None:
     """On SIGTERM or SIGINT this rank (not rank 0, which drives) tells rank 0 through the store
     and exits with ``exit_code`` at once: rank 0 stops the run and writes its reports, marked
     incomplete, instead of waiting out a case timeout for a rank that is gone."""
-    store = _store()
+    store = _store(timeout_s=5.0)
 
     def interrupted(signum: int, frame: object) -> None:
         name = signal.Signals(signum).name
-        store.set(INTERRUPTED_KEY, f"rank {ctx.rank} was interrupted ({name})".encode())
-        os._exit(exit_code)
+        try:
+            store.set(INTERRUPTED_KEY, f"rank {ctx.rank} was interrupted ({name})".encode())
+        finally:  # the store gone too (the launcher stopping): exit all the same
+            os._exit(exit_code)
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, interrupted)
@@ -182,7 +185,8 @@ def serve_cases(ctx: RankContext) -> None:
         key = f"case/{seq}"
         while True:
             try:
-                store.wait([key], timedelta(seconds=60))
+                # Short waits: a signal's handler (post_interrupts) runs between them.
+                store.wait([key], timedelta(seconds=1))
                 break
             except Exception:  # the store's wait timed out: the driver is still busy
                 continue

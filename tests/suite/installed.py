@@ -13,14 +13,19 @@ import fcntl
 import importlib.metadata
 import os
 import re
+import shutil
 import site
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[2]
+_NOT_SOURCE = ("build", "dist", ".git", ".tox", "venv", "installed", "runner", "*.egg-info",
+               "__pycache__", ".hypothesis", ".pytest_cache", "conformance-results")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -28,19 +33,29 @@ class Installed:
     python: Path  # the new environment's interpreter
     package: Path  # its installed ``conformance`` package
     empty: Path  # a folder with nothing of the checkout in it, to run from
+    lock: Path  # runs share it; a test that changes the installed data holds it alone
 
     def run(
-        self, *args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None
+        self, *args: str, cwd: Path | None = None, timeout: float = 300
     ) -> subprocess.CompletedProcess[str]:
         environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        return subprocess.run(
-            [str(self.python), *args],
-            cwd=cwd or self.empty,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env={**environment, **(env or {})},
-        )
+        with self.locked(fcntl.LOCK_SH):
+            return subprocess.run(
+                [str(self.python), *args],
+                cwd=cwd or self.empty,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=environment,
+            )
+
+    @contextmanager
+    def locked(self, mode: int) -> Iterator[None]:
+        """Hold the data lock: shared for a run, exclusive to change the installed files (other
+        xdist workers' runs read them)."""
+        with open(self.lock, "a") as handle:
+            fcntl.flock(handle, mode)
+            yield
 
 
 def install(folder: Path) -> Installed:
@@ -55,21 +70,21 @@ def install(folder: Path) -> Installed:
             done.write_text("")
     venv = folder / "venv"
     python = venv / "bin" / "python"
-    package = subprocess.run(
-        [str(python), "-c", "import conformance, os; print(os.path.dirname(conformance.__file__))"],
-        cwd=folder / "empty",
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    return Installed(python, Path(package), folder / "empty")
+    installed = Installed(python, Path(), folder / "empty", folder / "data-lock")
+    probe = "import conformance, os; print(os.path.dirname(conformance.__file__))"
+    package = installed.run("-c", probe).stdout.strip()
+    return Installed(python, Path(package), folder / "empty", folder / "data-lock")
 
 
 def _build_and_install(folder: Path) -> None:
     wheels, venv = folder / "wheels", folder / "venv"
     (folder / "empty").mkdir(exist_ok=True)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
-    build = [*pip, "wheel", "--no-deps", "-w", str(wheels), str(CHECKOUT)]
+    # A copy of the tree, without build/ (setuptools never prunes it: a file deleted since an
+    # earlier build would ship) and without the virtual environments .ci/ makes.
+    source = folder / "source"
+    shutil.copytree(CHECKOUT, source, ignore=shutil.ignore_patterns(*_NOT_SOURCE))
+    build = [*pip, "wheel", "--no-deps", "-w", str(wheels), str(source)]
     # An isolated build installs its backend first (seconds); skip that where this environment
     # has the backend pyproject.toml asks for.
     if _has_build_backend():

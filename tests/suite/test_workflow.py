@@ -14,14 +14,32 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / ".github" / "workflows" / "gpu-conformance.example.yml"
 
 
-def _workflow_steps():
+def _reader():
+    """``.ci/workflow-steps``, the reader CI runs the workflow with, as a module."""
     loader = importlib.machinery.SourceFileLoader(
         "workflow_steps", str(ROOT / ".ci" / "workflow-steps")
     )
     spec = importlib.util.spec_from_loader("workflow_steps", loader)
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
-    return module.run_steps(WORKFLOW.read_text())
+    return module
+
+
+def _workflow_steps():
+    return _reader().run_steps(WORKFLOW.read_text())
+
+
+def test_the_steps_get_the_jobs_env_with_the_inputs_defaults():
+    """CI runs the steps with this env, overriding only what a GPU-less machine must."""
+    env = _reader().job_env(WORKFLOW.read_text())
+    assert env == {
+        "SHARDSPEC": None,  # required: the suite to install
+        "IMPL": "torch",
+        "PROFILE": "ci",
+        "MIN_RULES": "100",
+        "BACKEND": "nccl",
+        "WORLD_SIZES": "",
+    }
 
 
 def test_the_example_workflows_steps_need_nothing_of_this_checkout():
