@@ -158,7 +158,7 @@ def test_run_writes_the_per_rule_reports_and_passes_options_after_the_dashes(tmp
         str(tmp_path),
         "--",
         "-k",
-        "layout",
+        "trailing_coordinates",
         "-p",
         "no:cacheprovider",
     )
