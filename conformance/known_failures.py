@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from conformance import symptoms
+from conformance import paths, symptoms
 from conformance.symptoms import Symptom
 from conformance.world.protocol import RULE_ID
 
@@ -79,8 +79,6 @@ def covers(
 
 
 FOLDER = Path(__file__).parent / "xfails"
-# Test ids are paths from here (``conformance/suite/...``), wherever the package is installed.
-PACKAGE_PARENT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -206,4 +204,4 @@ def stale(entry: XFail, collected_files: set[str]) -> bool:
     test is gone), or the file itself is gone. A run restricted to other files says nothing of
     it."""
     file = entry.test_id.partition("::")[0]
-    return file in collected_files or not (PACKAGE_PARENT / file).is_file()
+    return file in collected_files or not (paths.CHECKOUT / file).is_file()

@@ -24,6 +24,7 @@ from conformance import (
     judge,
     known_failures,
     options,
+    paths,
     profiles,
     rank_devices,
     rules,
@@ -437,7 +438,7 @@ def suite_id(item: pytest.Item) -> str:
     in a checkout, an installed wheel and whatever folder pytest took as its rootdir. A test
     outside that folder (a user's own) keeps its node id."""
     try:
-        path = item.path.resolve().relative_to(known_failures.PACKAGE_PARENT)
+        path = item.path.resolve().relative_to(paths.CHECKOUT)
     except ValueError:
         return item.nodeid
     _, sep, name = item.nodeid.partition("::")
