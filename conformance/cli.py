@@ -103,6 +103,22 @@ def main(argv: list[str] | None = None) -> int:
     fixtures.add_argument("--name", help="save-regression: file name without .json")
     fixtures.set_defaults(handler=_fixtures)
 
+    findings = commands.add_parser(
+        "findings", help="PyTorch's deviations as programs: check, replay, render FINDINGS.md"
+    ).add_subparsers(dest="action", required=True)
+    check = findings.add_parser("check", help="replay every record on the installed PyTorch")
+    check.add_argument("ids", nargs="*", help="record ids (default: every record)")
+    check.add_argument("--record", action="store_true", help="write the outcomes seen instead")
+    show = findings.add_parser("replay", help="run one record; print each rank's outcome")
+    show.add_argument("ids", nargs=1, metavar="id")
+    show.add_argument("--show", action="store_true", help="print the program too")
+    for command in (check, show):
+        command.add_argument("--timeout", type=positive_seconds, default=10.0)
+    render = findings.add_parser("render", help="FINDINGS.md from the records")
+    render.add_argument("--out", help="write the page there (default: print it)")
+    for command in (check, show, render):
+        command.set_defaults(handler=_findings)
+
     argv = sys.argv[1:] if argv is None else argv
     split = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:split])
@@ -297,13 +313,33 @@ def _matrix(args: argparse.Namespace, extra: list[str]) -> int:
     runs = matrix.load_runs(Path(args.results))
     if not runs:
         raise options.UsageError(f"no rules.json under {args.results}")
-    findings = matrix.load_findings(Path(__file__).parent / "FINDINGS.md")
-    page = matrix.render(runs, findings, f"python -m conformance matrix {args.results}")
+    page = matrix.render(runs, f"python -m conformance matrix {args.results}")
     if args.out:
         Path(args.out).write_text(page)
     else:
         print(page, end="")
     return 0
+
+
+def _findings(args: argparse.Namespace, extra: list[str]) -> int:
+    from conformance.findings import check, records, render
+
+    if args.action == "render":
+        page = render.page(records.load_all())
+        if args.out:
+            Path(args.out).write_text(page)
+        else:
+            print(page, end="")
+        return 0
+    if args.action == "replay":
+        chosen = [r for r in records.load_all() if r.id == args.ids[0]]
+        if not chosen:
+            raise options.UsageError(f"no such finding: {args.ids[0]}")
+        return check.replay_one(chosen[0], args.timeout, args.show)
+    try:
+        return check.check(args.ids, record=args.record, timeout_s=args.timeout)
+    except ValueError as exc:
+        raise options.UsageError(str(exc)) from None
 
 
 def _fixtures(args: argparse.Namespace, extra: list[str]) -> int:

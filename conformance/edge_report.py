@@ -1,16 +1,22 @@
-"""The run's report of edge classes (``conformance.edges``): what each test drew, and with
-``--require-edges``, an error of the suite for every declared class that no example drew."""
+"""The run's report of edge classes (``conformance.edges``): what each test drew, class by class
+and pair by pair (``covering``), and with ``--require-edges``, an error of the suite for every
+declared class, and every required pair of classes, that no example drew."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 
-from conformance import edges
+from conformance import covering, edges, pairwise
 from conformance.world import harness
+
+_COVER = pytest.StashKey[list]()
+# The largest world of the run (set by the plugin): pairs of classes beyond it are moot.
+MAX_RANKS = pytest.StashKey[int]()
 
 
 def families_of(item: pytest.Item) -> list[str]:
@@ -22,14 +28,60 @@ def families_of(item: pytest.Item) -> list[str]:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    """Count the classes this test draws; put them on its report (they cross xdist there)."""
-    families = families_of(item)
-    edges.DRAWN.clear()
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """Once the fixtures are ready, draw the property's covering examples (profiles of
+    ``pairwise.POOL``, tests that declare two families or more)."""
     yield
+    families = families_of(item)
+    size = pairwise.POOL.get(item.config.getoption("hypothesis_profile", None) or "quick", 0)
+    test = getattr(item, "obj", None)
+    if size and len(set(families)) > 1 and getattr(test, "is_hypothesis_test", False):
+        max_ranks = item.config.stash.get(MAX_RANKS, 1)
+        item.stash[_COVER] = pairwise.choose(item, families, max_ranks, size)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Count the classes this test draws, example by example; put them on its report (they
+    cross xdist there)."""
+    families = families_of(item)
+    edges.clear()
+    handle = getattr(getattr(item, "obj", None), "hypothesis", None)
+    inner = getattr(handle, "inner_test", None)
+    if inner is not None:
+
+        @functools.wraps(inner)
+        def counted(*args, **kwargs):
+            with edges.example():
+                inner(*args, **kwargs)
+
+        handle.inner_test = counted
+    try:
+        yield
+    finally:
+        if inner is not None:
+            handle.inner_test = inner
     if families or edges.DRAWN:
         item.user_properties.append(("edge_families", ",".join(families)))
         item.user_properties.append(("edges_drawn", json.dumps(dict(edges.DRAWN))))
+        seen = sorted({tuple(sorted(labels)) for labels in edges.EXAMPLES})
+        item.user_properties.append(("edge_examples", json.dumps(seen)))
+        item.user_properties.append(("covering_examples", len(item.stash.get(_COVER, []))))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[None]:
+    """The covering examples run once the property's own draws passed: examples like the
+    others (known failures end them, a new failure fails the test), for the pairs those draws
+    may have missed. A failure Hypothesis meets first is shrunk to a minimal case as ever; one
+    that only a covering example meets is reported as that example, with its replay line."""
+    outcome = yield
+    chosen = pyfuncitem.stash.get(_COVER, [])
+    if chosen and outcome.exception is None:
+        try:
+            pairwise.run(pyfuncitem, chosen)
+        except BaseException as exc:  # the test's own failure, passed on as it is
+            outcome.force_exception(exc)
 
 
 class EdgeResults:
@@ -40,6 +92,8 @@ class EdgeResults:
         self.max_ranks = max_ranks  # the largest world the run has: classes beyond it are moot
         self.families: dict[str, list[str]] = {}
         self.drawn: dict[str, Counter[str]] = {}
+        self.pairs: dict[str, set[covering.Pair]] = {}  # pairs some example drew
+        self.covering: Counter[str] = Counter()  # covering examples run
         self.volume: Counter[str] = Counter()  # examples of the properties at volume
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -53,6 +107,23 @@ class EdgeResults:
         base = report.nodeid.split("[")[0]
         self.families[base] = [f for f in properties["edge_families"].split(",") if f]
         self.drawn.setdefault(base, Counter()).update(json.loads(properties["edges_drawn"]))
+        examples = json.loads(properties.get("edge_examples", "[]"))
+        self.pairs.setdefault(base, set()).update(covering.drawn(examples))
+        self.covering[base] += int(properties.get("covering_examples", 0))
+
+    def pair_counts(self, test: str) -> tuple[int, int]:
+        """How many required pairs the test drew, of how many."""
+        wanted = covering.required(self.families[test], self.max_ranks)
+        return len(wanted & self.pairs.get(test, set())), len(wanted)
+
+    def missing_pairs(self) -> dict[str, list[str]]:
+        """Per test, the required pairs of classes that no example drew together."""
+        found = {}
+        for test, families in self.families.items():
+            left = covering.required(families, self.max_ranks) - self.pairs.get(test, set())
+            if left:
+                found[test] = sorted(" & ".join(sorted(p)) for p in left)
+        return found
 
     def missing(self) -> dict[str, list[str]]:
         """Per test, the declared classes no example drew."""
@@ -64,7 +135,8 @@ class EdgeResults:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.required and self.missing() and session.exitstatus in (0, 1):
+        undrawn = self.missing() or self.missing_pairs()
+        if self.required and undrawn and session.exitstatus in (0, 1):
             session.exitstatus = harness.EXIT_CODE
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
@@ -82,3 +154,21 @@ class EdgeResults:
             terminalreporter.write_line(f"{test}: {counts}")
         for test, labels in sorted(self.missing().items()):
             terminalreporter.write_line(f"shardspec: {test} never drew: {'; '.join(labels)}")
+        counted = [t for t in sorted(self.families) if self.pair_counts(t)[1]]
+        if not counted:
+            return
+        terminalreporter.section("shardspec: pairs of edge classes drawn")
+        missing = self.missing_pairs()
+        totals = [0, 0]
+        for test in counted:
+            got, wanted = self.pair_counts(test)
+            totals = [totals[0] + got, totals[1] + wanted]
+            cover = f", {self.covering[test]} covering examples" if self.covering[test] else ""
+            terminalreporter.write_line(f"{test}: {got} of {wanted} pairs{cover}")
+            for line in missing.get(test, []):
+                terminalreporter.write_line(f"    never together: {line}")
+        impossible = len(covering.IMPOSSIBLE)
+        terminalreporter.write_line(
+            f"shardspec: {totals[0]} of {totals[1]} required pairs drawn "
+            f"({impossible} pairs declared impossible, conformance/covering.py)"
+        )

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
-from hypothesis import event
+from hypothesis import currently_in_test_context, event
 
 from conformance.oracle.layout import local_shape_and_offset
 from conformance.oracle.mesh import coordinates
@@ -137,6 +138,9 @@ NEEDS_RANKS = {
 FAMILIES["sharded tensor"] = tuple(c for c in FAMILIES["tensor"] if c != "tensor: 0-d")
 
 DRAWN: Counter[str] = Counter()
+# The classes of each example the test ran, as sets: what pair coverage is counted from.
+EXAMPLES: list[frozenset[str]] = []
+_current: set[str] = set()
 
 
 def note(*labels: str) -> None:
@@ -145,7 +149,33 @@ def note(*labels: str) -> None:
         if not any(label in family for family in FAMILIES.values()):
             raise ValueError(f"{label!r} is no edge class of {sorted(FAMILIES)}")
         DRAWN[label] += 1
-        event(label)
+        _current.add(label)
+        if currently_in_test_context():  # a covering example runs outside Hypothesis's draws
+            event(label)
+
+
+@contextmanager
+def example() -> Iterator[set[str]]:
+    """Collect the classes one example notes (the plugin wraps each example in it); they are
+    kept in ``EXAMPLES`` however the example ends."""
+    _current.clear()
+    try:
+        yield _current
+    finally:
+        if _current:
+            EXAMPLES.append(frozenset(_current))
+        _current.clear()
+
+
+def noted() -> frozenset[str]:
+    """The classes the example being drawn has noted so far."""
+    return frozenset(_current)
+
+
+def clear() -> None:
+    DRAWN.clear()
+    EXAMPLES.clear()
+    _current.clear()
 
 
 def tensor(shape: Sequence[int], dtype: str, shards: int) -> None:
@@ -219,12 +249,38 @@ def local_shards(shards_by_rank: Sequence[Sequence[dict]]) -> None:
     note(*sorted(labels))
 
 
-def transition(source: Sequence[Placement], target: Sequence[Placement]) -> None:
+def layout(
+    shape: Sequence[int],
+    boxes: Sequence[tuple[Sequence[int], Sequence[int]]],
+    valid: bool = True,
+) -> None:
+    """The classes of a layout's ``(offsets, sizes)`` boxes: one box, an empty box, boxes not in
+    offset order, and, for a valid layout, boxes with elements that no grid of cuts makes."""
+    labels = []
+    if len(boxes) == 1:
+        labels.append("layout: one box")
+    if any(not all(sizes) for _, sizes in boxes):
+        labels.append("layout: an empty box")
+    offsets = [list(o) for o, _ in boxes]
+    if offsets != sorted(offsets):
+        labels.append("layout: boxes out of order")
+    full = [o for o, s in boxes if all(s)]
+    if valid and len(full) != math.prod(len({o[d] for o in full}) for d in range(len(shape))):
+        labels.append("layout: boxes off a grid")
+    note(*labels)
+
+
+def transition(
+    source: Sequence[Placement], target: Sequence[Placement], mesh_shape: Sequence[int]
+) -> None:
     """The classes of a redistribution, mesh dim by mesh dim (placements normalised): what each
-    dim's placement becomes, and where strided shards and ``P`` stand."""
+    dim's placement becomes, and where strided shards and ``P`` stand. A ``P`` counts on a mesh
+    dim of two coordinates or more: over one, a partition or a reduction moves nothing."""
     labels = set()
-    for s, t in zip(source, target, strict=True):
+    for s, t, k in zip(source, target, mesh_shape, strict=True):
         kinds = (_kind(s), _kind(t))
+        if "P" in kinds and k == 1:
+            continue
         if s == t:
             labels.add("transition: a mesh dim unchanged")
         elif kinds in {("R", "S"), ("S", "R"), ("S", "S")}:

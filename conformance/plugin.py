@@ -172,6 +172,7 @@ def pytest_configure(config: pytest.Config) -> None:
     in_use = f"{_relative(choice.path)} ({choice.note})" if choice.path else choice.note
     config.stash[_RUN_INFO] = {"impl_release": release, "known_failures": in_use}
     config.stash[_BORROWED] = choice.borrowed
+    config.stash[edge_report.MAX_RANKS] = max(world_sizes(config))
     config.pluginmanager.register(edge_report, "shardspec-edges")
     config.pluginmanager.register(cost_report, "shardspec-costs")
     if not hasattr(config, "workerinput"):  # the xdist controller, or a run without xdist

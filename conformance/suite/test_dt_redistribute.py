@@ -87,7 +87,6 @@ def test_every_shard_and_replicate_transition_keeps_the_value_exactly(
 ):
     judge.requires(impl, "dtensor")
     world_size, args = data.draw(transitions(available_world_sizes))
-    edges.tensor(args["shape"], args["dtype"], len(args["mesh_ranks"]))
     edges.mesh(args["mesh_shape"], args["mesh_ranks"], world_size)
     if len(args["mesh_ranks"]) < world_size:
         judge.assume_claimed(impl, "sub_groups")
@@ -135,11 +134,12 @@ def test_every_shard_and_replicate_transition_keeps_the_value_exactly(
 
 
 def _note_transition(args, source, target) -> None:
-    """The edge classes of a redistribution: the mesh's rank order, each mesh dim's change, and
-    the chunks on either side."""
+    """The edge classes of a redistribution: the tensor, the mesh's rank order, each mesh dim's
+    change, and the chunks on either side."""
     ndim = len(args["shape"])
+    edges.tensor(args["shape"], args["dtype"], len(args["mesh_ranks"]))
     edges.permutation(sorted(args["mesh_ranks"]), args["mesh_ranks"])
-    edges.transition(normalize(source, ndim), normalize(target, ndim))
+    edges.transition(normalize(source, ndim), normalize(target, ndim), args["mesh_shape"])
     for placements in (source, target):
         edges.chunks(args["shape"], args["mesh_shape"], placements)
 
@@ -213,7 +213,7 @@ def _partial_parts(args) -> tuple[str | None, list[torch.Tensor]]:
     "DT-REDIST-7", "DT-REDIST-8", "DT-REDIST-9", "DT-REDIST-10", "DT-REDIST-11", "DT-REDIST-12",
     "DT-REDIST-13", "DT-REDIST-14", "DT-REDIST-15", "DT-PLACE-1", "DT-PLACE-11",
 )  # fmt: skip
-@pytest.mark.edges("permutation", "strided transition", "chunks")
+@pytest.mark.edges("tensor", "permutation", "strided transition", "chunks")
 @pytest.mark.parametrize("op", OPS)
 @given(data=st.data())
 def test_partial_sources_reduce_and_partial_targets_partition(

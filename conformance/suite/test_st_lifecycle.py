@@ -167,9 +167,10 @@ def shard_cases(draw, world_sizes: list[int]):
     dtype = draw(st.sampled_from(ss.DTYPES))
     seed = draw(st.integers(0, 2**16))
     fault = draw(st.sampled_from(SHARD_FAULTS))
-    # A fault comes with a permutation: its verdict must not hinge on how the list is formed.
-    ranks = draw(ss.placement_lists(world_size) if fault == "none" else
-                 st.permutations(range(world_size)))  # fmt: skip
+    # A fault comes with a permutation: its verdict must not hinge on how the list is formed. A
+    # non-contiguous source is no fault (ST-LIFE-11): it comes with a list of any class.
+    valid = fault in ("none", "non_contiguous")
+    ranks = draw(ss.placement_lists(world_size) if valid else st.permutations(range(world_size)))
     spec = {"dim": draw(st.integers(-2, 1)), "ranks": list(ranks)}
     src = draw(st.integers(0, world_size - 1))
     specs, srcs = [spec] * world_size, [src] * world_size

@@ -81,6 +81,11 @@ def shard_metadata(adapter: Adapter, box: dict[str, Any]) -> Any:
     return adapter.st_shard_metadata(box["offsets"], box["sizes"], box["placement"])
 
 
+def box_slices(box: dict[str, Any]) -> tuple[slice, ...]:
+    """The index of a box ``{"offsets", "sizes"}`` into the global tensor."""
+    return tuple(slice(o, o + n) for o, n in zip(box["offsets"], box["sizes"], strict=True))
+
+
 def placement_arg(value: Any) -> Any:
     """A placement argument: ``{"torch.device": "cpu"}`` stands for a ``torch.device``, which
     JSON cannot carry; anything else is passed as given."""

@@ -49,6 +49,43 @@ def shard_then_gather(
     }
 
 
+def gather_layout(
+    ctx: RankContext,
+    impl: str,
+    shape: list[int],
+    dtype: str,
+    seed: int,
+    boxes: list[dict[str, Any]],
+    group: list[int],
+    dst: int,
+) -> dict[str, Any] | None:
+    """Build the global tensor laid out as ``boxes`` (``{"offsets", "sizes", "rank"}``, global
+    ranks) on ``group`` from each rank's own boxes and the global metadata, not by ``shard``;
+    gather it to group rank ``dst``. Reports ``out`` (``None`` off ``dst``)."""
+    adapter = adapters.load(impl)
+    process_group = ctx.group(group)
+    if ctx.rank not in group:
+        return None
+    whole = make_global(shape, dtype, seed).to(ctx.device)
+    metas = [
+        adapter.st_shard_metadata(b["offsets"], b["sizes"], ctx.backend.placement(b["rank"]))
+        for b in boxes
+    ]
+    mine = [
+        adapter.st_local_shard(whole[codec.box_slices(b)].contiguous(), m)
+        for b, m in zip(boxes, metas, strict=True)
+        if b["rank"] == ctx.rank
+    ]
+    properties = adapter.st_tensor_properties(dtype=torch_dtype(dtype), requires_grad=False)
+    metadata = adapter.st_sharded_tensor_metadata(metas, torch.Size(shape), properties)
+    with codec.building():
+        st = adapter.st_init_from_global_metadata(mine, metadata, process_group)
+    is_dst = group.index(ctx.rank) == dst
+    out = torch.zeros(shape, dtype=torch_dtype(dtype), device=ctx.device) if is_dst else None
+    adapter.st_gather(st, dst, out)
+    return {"out": out}
+
+
 def reshard(
     ctx: RankContext,
     impl: str,

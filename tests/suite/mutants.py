@@ -66,10 +66,12 @@ class TouchingBoxesOverlap(ReferenceAdapter):
 
 class OverlapSeenInOneDim(ReferenceAdapter):
     """An overlap check that compares only the last dim: boxes disjoint along another dim, but
-    sharing columns, are taken to overlap (ST-VALID-1)."""
+    sharing columns, are taken to overlap (ST-VALID-1). Boxes of another rank count are left to
+    the reference's own checks (ST-VALID-5): the bug is the overlap's alone."""
 
     def st_validate(self, shards, global_shape):
-        boxes = [s for s in shards if all(s["sizes"])]
+        ndim = len(global_shape)
+        boxes = [s for s in shards if all(s["sizes"]) and len(s["sizes"]) == ndim and ndim]
         for i, a in enumerate(boxes):
             for b in boxes[i + 1 :]:
                 (oa, sa, ob, sb) = (
@@ -545,10 +547,55 @@ class PartitionDividesBool(ReferenceAdapter):
             return super().dt_redistribute(d, placements, device_mesh)
 
 
+class IntegerSumPartitionFloors(ReferenceAdapter):
+    """An integer ``P(sum)`` partition that floor-divides the value over the coordinates, as
+    the float branch divides: right only where the mesh dim has one coordinate or the values
+    divide evenly (DT-REDIST-6). Each class alone (an integer dtype; a partition) is common in
+    the draws; only the two together show the bug."""
+
+    def dt_redistribute(self, d, placements, device_mesh=None):
+        partition = dt_redistribute.partition
+
+        def floored(x, target, parts, coord):
+            if target.reduce_op == "sum" and x.dtype == torch.int64:
+                return torch.div(x, parts, rounding_mode="floor")
+            return partition(x, target, parts, coord)
+
+        with mock.patch.object(dt_redistribute, "partition", floored):
+            return super().dt_redistribute(d, placements, device_mesh)
+
+
+class GatherLosesASecondBoxOnSubGroups(ReferenceAdapter):
+    """``gather`` on a sub-group that leaves unwritten the box of a rank's second shard: right
+    on the world, and on sub-groups where no rank holds two boxes (ST-GATHER-2, ST-GATHER-9)."""
+
+    def st_gather(self, t, dst, out):
+        super().st_gather(t, dst, out)
+        group = t.process_group
+        if (
+            out is None
+            or torch.distributed.get_world_size(group) == torch.distributed.get_world_size()
+        ):
+            return
+        seen = set()
+        for shard in t.metadata().shards_metadata:
+            if shard.placement.rank() in seen and all(shard.shard_sizes):
+                box = out
+                for d, (o, n) in enumerate(
+                    zip(shard.shard_offsets, shard.shard_sizes, strict=True)
+                ):
+                    box = box.narrow(d, o, n)
+                box.zero_()
+                return
+            seen.add(shard.placement.rank())
+
+
 CHUNK_OFFSET = ChunkOffsetPastTheEnd()
 GATHER_WRITES_OUT = GatherWritesOutBeforeChecking()
 RESHARD_SPOILS_SOURCE = ReshardSpoilsItsSourceOnError()
 GATHER_DROPS_LAST = GatherDropsTheLastShard()
+INTEGER_SUM_FLOORS = IntegerSumPartitionFloors()
+GATHER_LOSES_SECOND_BOX = GatherLosesASecondBoxOnSubGroups()
 TOUCHING_OVERLAP = TouchingBoxesOverlap()
 OVERLAP_IN_ONE_DIM = OverlapSeenInOneDim()
 LOSES_PRECISION = RedistributeLosesPrecision()

@@ -1,48 +1,53 @@
-"""The known failures of PyTorch 2.13.0, FINDINGS.md and the spec's "PyTorch 2.13" notes tell
-one story: every rule the known-failures file lists is a finding and a deviation in its spec
-note, and every finding is a listed known failure (or one of another release)."""
+"""The known failures of each release, the finding records and the spec's "PyTorch 2.13" notes
+tell one story: every rule a known-failures file lists is broken by a record in that release,
+each entry's comment names those records (``finding:``), and a spec note says "Deviates" exactly
+where a record deviates on 2.13.0."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from conformance import rules
-from conformance.world.protocol import RULE_ID
+import pytest
+
+from conformance import known_failures, rules
+from conformance.findings import records
+from conformance.findings.verdict import UMBRELLA
 
 ROOT = Path(__file__).resolve().parents[2]
-XFAILS = ROOT / "conformance" / "xfails" / "torch" / "2.13.0.txt"
-FINDINGS = ROOT / "conformance" / "FINDINGS.md"
-# The rules of errors.md a failure breaks by how it shows (judge.py): listed beside the rule a
-# finding breaks, never findings of their own.
-UMBRELLA = {"ERR-1", "ERR-2", "ERR-3", "ERR-6", "ERR-7"}
-OTHER_RELEASE = "**2.11.0 only**"
+XFAILS = sorted((ROOT / "conformance" / "xfails" / "torch").glob("*.txt"))
+FINDING = re.compile(r"finding: ([a-z0-9, -]+)")
 
 
-def known_failing() -> set[str]:
-    lines = re.findall(r"^    (\S+):", XFAILS.read_text(), re.MULTILINE)
-    return {rule for rule in lines if RULE_ID.fullmatch(rule)}
-
-
-def _ids(cell: str) -> set[str]:
-    """Rule ids of a table cell, with shorthand expanded: ``DT-MESH-3/4/5``."""
-    found = set()
-    for prefix, numbers in re.findall(r"\b([A-Z]+(?:-[A-Z]+)*)-(\d+(?:/\d+)*)", cell):
-        found.update(f"{prefix}-{n}" for n in numbers.split("/"))
+def broken_in(release: str) -> dict[str, set[str]]:
+    """Each rule to the ids of the records that deviate on it in ``release``."""
+    found: dict[str, set[str]] = {}
+    for record in records.load_all():
+        if record.deviates(record.recorded_for(release)):
+            for rule in record.rules:
+                found.setdefault(rule, set()).add(record.id)
     return found
 
 
-def findings() -> tuple[set[str], set[str]]:
-    """The rules of FINDINGS.md's finding tables (those before its upstream threads; the ones
-    the ci draws do not meet come after): of 2.13.0, and of another release only."""
-    tables = FINDINGS.read_text().split("## Upstream threads")[0]
-    current, other = set(), set()
-    for line in tables.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 3 or cells[0] in ("rule", "---"):
-            continue
-        (other if OTHER_RELEASE in cells[2] else current).update(_ids(cells[0]))
-    return current, other
+def named_records(reason: str) -> set[str]:
+    return {i.strip() for m in FINDING.findall(reason) for i in m.split(",") if i.strip()}
+
+
+@pytest.mark.parametrize("path", XFAILS, ids=lambda p: p.stem)
+def test_every_known_failing_rule_is_broken_by_a_record_its_comment_names(path):
+    broken = broken_in(path.stem)
+    known = {r.id for r in records.load_all()}
+    wrong = []
+    for entry in known_failures.parse(path):
+        named = named_records(entry.reason)
+        wrong += [f"{entry.test_id}: no record {i!r}" for i in sorted(named - known)]
+        for rule in sorted(set(entry.rules) - UMBRELLA):
+            if not broken.get(rule, set()) & named:
+                wrong.append(
+                    f"{entry.test_id}: {rule}: its comment names no record that breaks it in "
+                    f"{path.stem} (records that do: {sorted(broken.get(rule, ())) or 'none'})"
+                )
+    assert wrong == []
 
 
 def pytorch_notes() -> dict[str, str]:
@@ -52,21 +57,21 @@ def pytorch_notes() -> dict[str, str]:
         text = (ROOT / "spec" / rule.chapter).read_text()
         section = text.split(f"### {rule.id}:", 1)[1].split("\n### ", 1)[0]
         note = re.search(r"\*\*PyTorch 2\.13\.\*\*(.*?)(?:\n\n|$)", section, re.DOTALL)
-        notes[rule.id] = note.group(1) if note else ""
+        notes[rule.id] = note.group(1).strip() if note else ""
     return notes
 
 
-def test_every_known_failing_rule_is_a_finding():
-    current, _ = findings()
-    assert sorted(known_failing() - UMBRELLA - current) == []
-
-
-def test_every_finding_is_a_known_failure():
-    current, _ = findings()
-    assert sorted(current - known_failing()) == []
-
-
-def test_every_known_failing_rule_deviates_in_its_spec_note():
-    notes = pytorch_notes()
-    conforming = [r for r in sorted(known_failing()) if not re.search(r"deviat", notes[r], re.I)]
-    assert conforming == []
+def test_a_spec_note_deviates_exactly_where_a_record_deviates_on_2_13():
+    """A note that says "Deviates" has its case as data (a record that deviates on 2.13.0), and
+    a rule a record breaks on 2.13.0 has a note that says so."""
+    notes, broken = pytorch_notes(), broken_in("2.13.0")
+    spec_rules = {r.id for r in rules.load()}
+    unbacked = [
+        r for r, n in notes.items()
+        if re.search(r"\bDeviates\b", n) and r not in broken and r not in UMBRELLA
+    ]  # fmt: skip
+    unsaid = [
+        r for r in sorted(set(broken) & spec_rules - UMBRELLA)
+        if not re.search(r"deviat", notes[r], re.IGNORECASE)
+    ]  # fmt: skip
+    assert (sorted(unbacked), unsaid) == ([], [])

@@ -70,7 +70,8 @@ def test_an_installed_run_from_a_users_repository_gives_the_checkouts_verdict(
 
 
 def test_every_file_a_command_reads_ships_with_the_wheel(installed, installed_torch_run):
-    """The spec (rules), the golden vectors (fixtures) and FINDINGS.md (matrix) come with it."""
+    """The spec (rules), the golden vectors (fixtures), the finding records and MATRIX.md
+    (findings) come with it."""
     rules = installed.run("-m", "conformance", "rules")
     assert rules.returncode == 0, rules.stderr
     assert "DT-LAYOUT-2" in rules.stdout
@@ -80,6 +81,12 @@ def test_every_file_a_command_reads_ships_with_the_wheel(installed, installed_to
     matrix = installed.run("-m", "conformance", "matrix", str(reports.parent))
     assert matrix.returncode == 0, matrix.stderr
     assert "ST-SPEC-7" in matrix.stdout
+    replay = installed.run("-m", "conformance", "findings", "replay", "gather-through-float32")
+    assert replay.returncode == 0, replay.stderr
+    assert "rank 0: returns [904623.3125]" in replay.stdout
+    page = installed.run("-m", "conformance", "findings", "render")
+    assert page.returncode == 0, page.stderr
+    assert "`gather-through-float32`" in page.stdout
 
 
 def test_a_first_run_ends_with_the_next_commands(installed):

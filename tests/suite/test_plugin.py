@@ -251,6 +251,29 @@ def test_draws_whole_worlds_only(n):
 """
 
 
+PAIRS_TEST = """
+import pytest
+from hypothesis import given, settings, strategies as st
+from conformance import edges
+
+@pytest.mark.rules("ST-GATHER-1")
+@pytest.mark.edges("group", "permutation")
+@settings(max_examples=6, derandomize=True, database=None)
+@given(data=st.data())
+def test_pairs(data):
+    sub = data.draw(st.integers(0, 40)) == 0  # rare: plain draws seldom meet it
+    members = [0, 1, 2] if sub else [0, 1, 2, 3]
+    kind = data.draw(st.sampled_from(["identity", "swap", "cycle"]))
+    after = {"identity": members, "swap": [members[1], members[0], *members[2:]],
+             "cycle": members[1:] + members[:1]}[kind]
+    edges.group(members, 4)
+    edges.permutation(members, after)
+    with open("ran.txt", "a") as f:
+        f.write(f"{sub},{kind}\\n")
+    assert not (sub and kind == "cycle"), "planted: a sub-group with a longer cycle"
+"""
+
+
 VOLUME_TEST = """
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -449,3 +472,21 @@ def test_a_ci_run_draws_by_the_tests_name_not_its_source(pytester):
     assert len(first) == 60
     assert _draws(pytester, "x = 1  # a refactored body") == first
     assert _draws(pytester, "pass", name="test_renamed") != first
+
+
+def test_ci_draws_every_pair_of_declared_classes_first_and_so_meets_a_fault_of_two_rare_ones(
+    pytester,
+):
+    """A fault that needs two classes at once (here a sub-group, rare, with a longer cycle):
+    draws of each class alone miss it; the covering examples the ci profile runs first meet
+    it, and --require-edges refuses a run that never drew a pair."""
+    pytester.makepyfile(test_pairs=PAIRS_TEST)
+    plain = run(pytester, "--require-edges")
+    assert plain.ret == 3, plain.stdout.str()
+    plain.stdout.fnmatch_lines(["*test_pairs: * of 6 pairs", "    never together: *sub-group*"])
+    pytester.path.joinpath("ran.txt").unlink()
+    covered = run(pytester, "--hypothesis-profile", "ci")
+    assert covered.ret == 1
+    covered.stdout.fnmatch_lines(["*planted: a sub-group with a longer cycle*"])
+    first = pytester.path.joinpath("ran.txt").read_text().split()
+    assert "True,cycle" in first

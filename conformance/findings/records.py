@@ -1,0 +1,108 @@
+"""The finding records (``records/<id>.json``): what each says, and what it expects of a release.
+
+A record holds a minimal PyTorch program (``snippet``), the world size it runs on, the outcome the
+spec requires on each rank (``spec``) and the outcome each release gives (``releases``). An
+outcome is ``returns <repr of result>``, ``raises <exception type>``, ``hangs`` or ``dies``; a
+list of one outcome stands for every rank. Whether a release conforms, and how it deviates, is
+derived from these outcomes, never written by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from conformance.known_failures import release_key
+from conformance.world.protocol import RULE_ID
+
+RECORDS = Path(__file__).resolve().parent / "records"
+SCHEMA = Path(__file__).resolve().parent / "record.schema.json"
+OUTCOME = re.compile(r"returns .*|raises [A-Za-z_][\w.]*|hangs|dies", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Record:
+    id: str
+    rules: tuple[str, ...]
+    case: str
+    world_size: int
+    code: str
+    spec: tuple[str, ...]
+    releases: dict[str, tuple[str, ...]]
+    note: str = ""
+    upstream: tuple[dict[str, str], ...] = ()
+    distinct_from: dict[str, str] = field(default_factory=dict)
+
+    def per_rank(self, outcomes: tuple[str, ...]) -> tuple[str, ...]:
+        """``outcomes`` with one entry per rank (a single entry stands for every rank)."""
+        return outcomes * self.world_size if len(outcomes) == 1 else outcomes
+
+    def recorded_for(self, release: str) -> str:
+        """The recorded release whose outcomes stand for ``release``: itself, else the nearest
+        older one, else the oldest (as a known-failures file is chosen)."""
+        if release in self.releases:
+            return release
+        wanted = release_key(release)
+        ordered = sorted(self.releases, key=release_key)
+        same = [r for r in ordered if release_key(r) == wanted]
+        older = [r for r in ordered if release_key(r) < wanted]
+        return (same or older or ordered[:1])[-1]
+
+    def deviates(self, release: str) -> bool:
+        return self.per_rank(self.releases[release]) != self.per_rank(self.spec)
+
+
+def load_all(root: Path = RECORDS) -> list[Record]:
+    """Every record, each checked against the schema and for sense; ``ValueError`` naming the
+    file and what is wrong with it otherwise."""
+    schema = json.loads(SCHEMA.read_text())
+    records = [_load(path, schema) for path in sorted(root.glob("*.json"))]
+    ids = {r.id for r in records}
+    for record in records:
+        unknown = sorted(set(record.distinct_from) - ids)
+        if unknown:
+            raise ValueError(f"{root / record.id}.json: distinct_from names no record: {unknown}")
+    return records
+
+
+def _load(path: Path, schema: dict[str, Any]) -> Record:
+    try:
+        data = json.loads(path.read_text())
+        jsonschema.validate(data, schema)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON: {exc}") from None
+    except jsonschema.ValidationError as exc:
+        raise ValueError(f"{path}: does not match {SCHEMA.name}: {exc.message}") from None
+    record = Record(
+        id=data["id"],
+        rules=tuple(data["rules"]),
+        case=data["case"],
+        world_size=data["world_size"],
+        code="\n".join(data["code"]) + "\n",
+        spec=tuple(data["spec"]),
+        releases={release: tuple(o) for release, o in data["releases"].items()},
+        note=data.get("note", ""),
+        upstream=tuple(data.get("upstream", ())),
+        distinct_from=data.get("distinct_from", {}),
+    )
+    problems = []
+    if path.stem != record.id:
+        problems.append(f"its id {record.id!r} is not its file name")
+    problems += [f"{rule!r} is no rule id" for rule in record.rules if not RULE_ID.fullmatch(rule)]
+    for where, outcomes in [("spec", record.spec), *record.releases.items()]:
+        if len(outcomes) not in (1, record.world_size):
+            problems.append(f"{where}: {len(outcomes)} outcomes for {record.world_size} rank(s)")
+        problems += [f"{where}: {o!r} is no outcome" for o in outcomes if not OUTCOME.fullmatch(o)]
+    for release in record.releases:
+        try:
+            release_key(release)
+        except ValueError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ValueError(f"{path}: " + "; ".join(problems))
+    return record

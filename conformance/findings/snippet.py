@@ -1,0 +1,78 @@
+"""The rank side of a finding: run its program on one rank of a world and return its result.
+
+A program is plain PyTorch code. It sees ``rank``, ``world_size``, the names of ``PRELUDE`` and
+``attempt``, and leaves what it observed in ``result``: an exception that escapes is the rank's
+outcome (``raises <type>``), as is a hang. The value comes back as its ``repr``, tensors as
+lists, so an outcome is text that a record can hold and any release can be compared against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from conformance.world.rank import RankContext
+
+# What every program may use without importing it; `findings replay --show` prints it above the
+# program, so the printed code runs as it stands.
+PRELUDE = """\
+import torch
+import torch.distributed as dist
+import torch.distributed._shard.sharded_tensor as st
+from torch.distributed._shard import _shard_tensor
+from torch.distributed._shard.metadata import ShardMetadata
+from torch.distributed._shard.sharded_tensor import Shard as LocalShard
+from torch.distributed._shard.sharding_spec import ChunkShardingSpec, EnumerableShardingSpec
+from torch.distributed.tensor import DeviceMesh, DTensor, Partial, Replicate, Shard
+from torch.distributed.tensor import distribute_tensor
+from torch.distributed.tensor.placement_types import _StridedShard
+"""
+
+
+def attempt(call: Callable[[], Any]) -> Any:
+    """``call()``'s value, or the name of the exception type it raised: for programs that try
+    several inputs and report each outcome in one result."""
+    try:
+        return call()
+    except Exception as exc:
+        return f"raises {type(exc).__name__}"
+
+
+def preload() -> None:
+    """Import what the programs' calls import on first use (``distribute_tensor`` imports
+    TorchDynamo, seconds on a busy machine), so that a program's timeout measures what it does,
+    not a first import. The driver calls it before it forks worlds, which then start with it."""
+    import torch._dynamo
+    import torch.distributed.tensor  # noqa: F401
+
+
+def warm(ctx: RankContext) -> None:
+    """``preload`` on a rank (a spawned one starts without the driver's imports)."""
+    preload()
+
+
+def run(ctx: RankContext, code: str) -> str:
+    """Run ``code`` on this rank; the ``repr`` of its ``result`` (``None`` if it sets none)."""
+    namespace: dict[str, Any] = {
+        "rank": ctx.rank,
+        "world_size": ctx.world_size,
+        "attempt": attempt,
+    }
+    exec(PRELUDE, namespace)
+    torch.manual_seed(0)
+    exec(compile(code, "<finding>", "exec"), namespace)
+    return repr(_plain(namespace.get("result")))
+
+
+def _plain(value: Any) -> Any:
+    """Tensors as nested lists (their ``repr`` carries devices and grad functions that say
+    nothing about the finding), inside lists, tuples and dicts too."""
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    if isinstance(value, list | tuple):
+        return type(value)(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,211 @@
+"""Finding records: loading, what their outcomes mean, the rendered FINDINGS.md, and
+``findings check`` replaying programs on real Gloo worlds."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from expecttest import assert_expected_inline
+
+from conformance import rules
+from conformance.findings import check, records, render, verdict
+from conformance.findings.records import Record
+
+FINDINGS = Path(render.__file__).resolve().parents[1] / "FINDINGS.md"
+
+
+def record(**changes) -> Record:
+    fields = {
+        "id": "r",
+        "rules": ("ST-GATHER-1",),
+        "case": "a case",
+        "world_size": 3,
+        "code": "result = rank\n",
+        "spec": ("returns 1",),
+        "releases": {"2.13.0": ("returns 1",)},
+    }
+    return Record(**{**fields, **changes})
+
+
+def write(root: Path, data: dict) -> Path:
+    root.mkdir(exist_ok=True)
+    path = root / f"{data['id']}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+GOOD = {
+    "id": "one-rank",
+    "rules": ["ST-GATHER-10"],
+    "case": "1 rank",
+    "world_size": 1,
+    "code": ["result = torch.tensor([1.5]) * 2"],
+    "spec": ["returns [3.0]"],
+    "releases": {"2.13.0": ["returns [3.5]"]},
+}
+
+
+def test_every_record_loads_and_names_rules_of_the_spec():
+    known = {rule.id for rule in rules.load()}
+    loaded = records.load_all()
+    assert len(loaded) >= 40
+    assert [r for r in loaded if not set(r.rules) <= known] == []
+
+
+@pytest.mark.parametrize(
+    ("change", "complaint"),
+    [
+        ({"id": "Not Kebab"}, "does not match record.schema.json"),
+        ({"extra": 1}, "does not match record.schema.json"),
+        ({"id": "other-name"}, "is not its file name"),
+        ({"rules": ["ST-GATHER"]}, "'ST-GATHER' is no rule id"),
+        ({"spec": ["returns 1", "returns 2"]}, "spec: 2 outcomes for 1 rank(s)"),
+        ({"releases": {"2.13.0": ["crashes"]}}, "2.13.0: 'crashes' is no outcome"),
+        ({"releases": {"latest": ["hangs"]}}, "does not start with a version number"),
+        ({"distinct_from": {"nothing-here": "why"}}, "distinct_from names no record"),
+    ],
+)
+def test_a_record_that_is_not_one_is_refused_naming_its_file(tmp_path, change, complaint):
+    path = write(tmp_path, {**GOOD, **change})
+    if path.stem != GOOD["id"]:  # the id test: keep the file name, change the id
+        path.rename(tmp_path / "one-rank.json")
+    with pytest.raises(ValueError, match=r"one-rank\.json") as raised:
+        records.load_all(tmp_path)
+    assert complaint in str(raised.value)
+
+
+def test_a_release_without_outcomes_of_its_own_is_judged_by_the_nearest_older_one():
+    r = record(releases={"2.11.0": ("hangs",), "2.13.0": ("dies",)})
+    assert r.recorded_for("2.13.0") == "2.13.0"
+    assert r.recorded_for("2.12.1") == "2.11.0"
+    assert r.recorded_for("2.15.0") == "2.13.0"
+    assert r.recorded_for("2.9.0") == "2.11.0"
+
+
+def test_how_a_release_deviates_is_derived_from_each_ranks_outcome():
+    r = record(spec=("returns 1", "returns 1", "raises ValueError"))
+    seen = ("returns 2", "hangs", "returns 1")
+    assert_expected_inline(
+        str(sorted(map(str, verdict.symptom(r, seen)))),
+        """['rank 0 wrong value', 'rank 1 hangs', 'rank 2 returns']""",
+    )
+    assert_expected_inline(
+        verdict.describe(r, seen),
+        """rank 0: returns `2`; rank 1: hangs; rank 2: returns `1`""",
+    )
+    assert verdict.describe(r, r.spec) == "conforms"
+    assert verdict.symptom(r, r.spec) == frozenset()
+    assert_expected_inline(verdict.describe(r, ("raises IndexError",)), """raise `IndexError`""")
+
+
+def test_a_finding_goes_in_the_section_of_how_it_shows_in_the_newest_release_it_holds_in():
+    assert render.section(record(releases={"2.13.0": ("returns 2",)})) == "wrong data"
+    assert render.section(record(releases={"2.13.0": ("raises ValueError",)})) == "error type"
+    hang = ("raises ValueError", "hangs", "hangs")
+    assert render.section(record(releases={"2.13.0": hang})) == "one rank or hang"
+    one_rank = ("raises ValueError", "returns 1", "returns 1")
+    assert render.section(record(releases={"2.13.0": one_rank})) == "one rank or hang"
+    one_value = ("returns 1", "returns 2", "returns 1")
+    assert render.section(record(releases={"2.13.0": one_value})) == "wrong data"
+    tries = record(spec=("returns ['raises TypeError']",), releases={"2.13.0": ("returns [1]",)})
+    assert render.section(tries) == "error type"
+    fixed = record(releases={"2.11.0": ("returns 2",), "2.13.0": ("returns 1",)})
+    assert render.section(fixed) == "wrong data"
+    assert "**2.11.0**: return `2`; **2.13.0**: conforms" in render.row(fixed)
+    with pytest.raises(ValueError, match="conforms in every release"):
+        render.section(record())
+
+
+def test_two_records_of_one_rule_with_the_same_symptom_are_one_behaviour_told_twice():
+    a = record(id="a", releases={"2.13.0": ("raises ValueError",)})
+    b = record(id="b", code="x\n", releases={"2.13.0": ("raises ValueError",)})
+    other_rule = record(id="c", rules=("ST-GATHER-2",), releases=b.releases)
+    other_symptom = record(id="d", releases={"2.13.0": ("raises TypeError",)})
+    (found,) = verdict.duplicates([a, b, other_rule, other_symptom])
+    assert found.startswith("a and b: ST-GATHER-1 with the same symptom (raises ValueError)")
+    waived = record(id="b", releases=b.releases, distinct_from={"a": "another API"})
+    assert verdict.duplicates([a, waived]) == []
+    # ERR-6 (ranks part ways) is how many behaviours show, not a behaviour of its own
+    split = {"2.13.0": ("raises ValueError", "hangs", "hangs")}
+    one = record(id="e", rules=("ST-GATHER-4", "ERR-6"), releases=split)
+    two = record(id="f", rules=("ST-GATHER-5", "ERR-6"), releases=split)
+    assert verdict.duplicates([one, two]) == []
+
+
+def test_findings_md_is_rendered_from_the_records():
+    """``python -m conformance findings render --out conformance/FINDINGS.md`` makes it."""
+    assert FINDINGS.read_text() == render.page(records.load_all())
+
+
+def test_check_passes_a_record_the_installed_release_bears_out_and_fails_one_it_does_not(
+    tmp_path,
+):
+    release = check.installed_release()
+    honest = {**GOOD, "releases": {release: ["returns [3.0]"]}}
+    write(tmp_path, honest)
+    lines: list[str] = []
+    assert check.check(root=tmp_path, out=lines.append) == 0
+    assert f"ok        one-rank ({release}): conforms" in lines
+    write(tmp_path, {**honest, "releases": {release: ["returns [3.5]"]}})
+    lines.clear()
+    assert check.check(root=tmp_path, out=lines.append) == 1
+    assert lines[1:5] == [
+        f"MISMATCH  one-rank ({release}):",
+        "    recorded: returns `[3.5]`",
+        "    seen:     conforms",
+        "    replay:   python -m conformance findings replay one-rank",
+    ]
+
+
+def test_check_sees_a_rank_that_raises_while_its_peer_hangs(tmp_path):
+    release = check.installed_release()
+    program = [
+        "if rank == 0:",
+        "    raise ValueError('refused on rank 0 only')",
+        "dist.recv(torch.empty(1), src=0)",
+    ]
+    outcomes = ["raises ValueError", "hangs"]
+    data = {**GOOD, "world_size": 2, "code": program, "spec": ["raises ValueError"]}
+    write(tmp_path, {**data, "releases": {release: outcomes}})
+    lines: list[str] = []
+    assert check.check(root=tmp_path, out=lines.append, timeout_s=5) == 0, lines
+    assert lines[1] == f"ok        one-rank ({release}): rank 0: raises `ValueError`; rank 1: hangs"
+
+
+def test_record_mode_writes_what_the_installed_release_does(tmp_path):
+    release = check.installed_release()
+    path = write(tmp_path, {**GOOD, "releases": {"2.0.0": ["hangs"]}})
+    assert check.check(record=True, root=tmp_path, out=lambda line: None) == 0
+    written = json.loads(path.read_text())
+    assert written["releases"] == {"2.0.0": ["hangs"], release: ["returns [3.0]"]}
+    assert path.read_text() == check.dumps(written)
+
+
+def test_the_cli_refuses_a_record_id_that_names_no_record(tmp_path):
+    for action in ("check", "replay"):
+        done = subprocess.run(
+            [sys.executable, "-m", "conformance", "findings", action, "no-such-finding"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 4, done.stderr
+        assert "no such finding: no-such-finding" in done.stderr
+
+
+def test_replay_prints_the_program_and_each_ranks_outcome_beside_the_spec(tmp_path):
+    shutil.copytree(records.RECORDS, tmp_path / "records")
+    done = subprocess.run(
+        [sys.executable, "-m", "conformance", "findings", "replay", "gather-through-float32",
+         "--show"],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "from torch.distributed.tensor import DeviceMesh" in done.stdout
+    assert "t.gather(dst=0, out=out)" in done.stdout
+    assert "rank 0: returns [904623.3125]    (the spec: returns [904623.3])" in done.stdout
