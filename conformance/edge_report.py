@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from conformance import covering, edges, pairwise
 from conformance.world import harness
@@ -74,10 +75,22 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[None]:
     """The covering examples run once the property's own draws passed: examples like the
     others (known failures end them, a new failure fails the test), for the pairs those draws
     may have missed. A failure Hypothesis meets first is shrunk to a minimal case as ever; one
-    that only a covering example meets is reported as that example, with its replay line."""
-    outcome = yield
+    that only a covering example meets is reported as that example, with its replay line. The
+    property draws as many fewer examples as there are covering ones (a third of its profile's
+    at least), so a run costs about what it did without them."""
     chosen = pyfuncitem.stash.get(_COVER, [])
-    if chosen and outcome.exception is None:
+    if not chosen:
+        yield
+        return
+    test = pyfuncitem.obj
+    current = test._hypothesis_internal_use_settings
+    rest = max(current.max_examples - len(chosen), current.max_examples // 3)
+    test._hypothesis_internal_use_settings = settings(current, max_examples=rest)
+    try:
+        outcome = yield
+    finally:
+        test._hypothesis_internal_use_settings = current
+    if outcome.exception is None:
         try:
             pairwise.run(pyfuncitem, chosen)
         except BaseException as exc:  # the test's own failure, passed on as it is
