@@ -81,10 +81,15 @@ class ShardedTensor:
         return self._spec if self._spec is not None else spec_of(self._metadata)
 
     def local_shards_by_index(self) -> dict[int, torch.Tensor]:
-        """This rank's tensors keyed by their index in ``shards_metadata``."""
+        """This rank's tensors keyed by their index in ``shards_metadata``, each matched by its
+        box: local shards need not come in the order of their entries (a rank may pass them in
+        any order with the global metadata), and two entries of one box are two copies of it."""
         me = dist.get_rank()
-        mine = [i for i, s in enumerate(self._metadata.shards_metadata) if s.placement.rank() == me]
-        return {i: shard.tensor for i, shard in zip(mine, self._local_shards, strict=True)}
+        free: dict[tuple, list[int]] = {}
+        for i, s in enumerate(self._metadata.shards_metadata):
+            if s.placement.rank() == me:
+                free.setdefault(_box(s), []).append(i)
+        return {free[_box(shard.metadata)].pop(0): shard.tensor for shard in self._local_shards}
 
     # Collectives.
     def gather(self, dst: int = 0, out: torch.Tensor | None = None) -> None:
@@ -163,3 +168,7 @@ def load_with_process_group(group: dist.ProcessGroup) -> Iterator[None]:
         yield
     finally:
         _LOAD_GROUP.pop()
+
+
+def _box(shard: ShardMetadata) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return tuple(shard.shard_offsets), tuple(shard.shard_sizes)
