@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-from conformance import covering, edges, pairwise
+from conformance import covering, edges, pairwise, profiles
 from conformance.world import harness
 
 _COVER = pytest.StashKey[list]()
@@ -82,14 +82,13 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[None]:
     if not chosen:
         yield
         return
-    test = pyfuncitem.obj
-    current = test._hypothesis_internal_use_settings
-    rest = max(current.max_examples - len(chosen), current.max_examples // 3)
-    test._hypothesis_internal_use_settings = settings(current, max_examples=rest)
-    try:
+
+    def fewer(current: settings) -> settings:
+        rest = max(current.max_examples - len(chosen), current.max_examples // 3)
+        return settings(current, max_examples=rest)
+
+    with profiles.changed(pyfuncitem.obj, fewer):
         outcome = yield
-    finally:
-        test._hypothesis_internal_use_settings = current
     if outcome.exception is None:
         try:
             pairwise.run(pyfuncitem, chosen)

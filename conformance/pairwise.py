@@ -11,8 +11,6 @@ test body with the same values, and its failures print the same replay lines as 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +18,7 @@ import pytest
 from hypothesis import Phase, settings
 from hypothesis.errors import UnsatisfiedAssumption
 
-from conformance import covering, edges
+from conformance import covering, edges, profiles
 
 # The most examples drawn for the pool, per Hypothesis profile (it stops early once it holds
 # every required pair); a profile not here draws no covering examples (quick stays quick).
@@ -112,7 +110,8 @@ def draw_pool(item: pytest.Item, size: int, wanted: set[covering.Pair]) -> list[
 
     handle.inner_test = dry
     try:
-        with _settings(test, max_examples=size, phases=(Phase.generate,), database=None):
+        dry_run = {"max_examples": size, "phases": (Phase.generate,), "database": None}
+        with profiles.changed(test, lambda current: settings(current, **dry_run)):
             test(**{name: item.funcargs[name] for name in item._fixtureinfo.argnames})
     except _Enough:
         pass
@@ -120,17 +119,6 @@ def draw_pool(item: pytest.Item, size: int, wanted: set[covering.Pair]) -> list[
         handle.inner_test = inner
         edges.clear()
     return pool
-
-
-@contextmanager
-def _settings(test: Callable[..., Any], **changes: Any) -> Iterator[None]:
-    """Run ``test`` under its settings with ``changes`` (the attribute its ``@given`` keeps)."""
-    current = test._hypothesis_internal_use_settings
-    test._hypothesis_internal_use_settings = settings(current, **changes)
-    try:
-        yield
-    finally:
-        test._hypothesis_internal_use_settings = current
 
 
 def choose(item: pytest.Item, families: list[str], max_ranks: int, size: int) -> list[Candidate]:

@@ -492,22 +492,11 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         item.user_properties.append(("known_as", judge.KNOWN.shown_text()))
 
 
-@contextmanager
-def _with_settings(item: pytest.Item, change: Callable[[settings], settings]) -> Iterator[None]:
-    """Run ``item`` under ``change(its settings)``.
-
-    Hypothesis reads a test's settings from an attribute its ``@given`` wrapper carries; where
-    a Hypothesis release renames it, the property simply runs with its usual settings."""
-    test = getattr(item, "obj", None)
-    current = getattr(test, "_hypothesis_internal_use_settings", None)
-    if not isinstance(current, settings):
-        yield
-        return
-    test._hypothesis_internal_use_settings = change(current)
-    try:
-        yield
-    finally:
-        test._hypothesis_internal_use_settings = current
+def _with_settings(
+    item: pytest.Item, change: Callable[[settings], settings]
+) -> AbstractContextManager[None]:
+    """Run ``item`` under ``change(its settings)`` (``profiles.changed``)."""
+    return profiles.changed(getattr(item, "obj", None), change)
 
 
 def _at_volume(item: pytest.Item) -> AbstractContextManager[None]:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
 from hypothesis import HealthCheck, settings
 
 _COMMON = {
@@ -32,3 +36,20 @@ def register() -> None:
     for name, options in PROFILES.items():
         settings.register_profile(name, **options)
     settings.load_profile("quick")
+
+
+@contextmanager
+def changed(test: Any, change: Callable[[settings], settings]) -> Iterator[None]:
+    """Run the property ``test`` under ``change(its settings)``.
+
+    Hypothesis reads a test's settings from an attribute its ``@given`` wrapper carries; where
+    a Hypothesis release renames it, the property simply runs with its usual settings."""
+    current = getattr(test, "_hypothesis_internal_use_settings", None)
+    if not isinstance(current, settings):
+        yield
+        return
+    test._hypothesis_internal_use_settings = change(current)
+    try:
+        yield
+    finally:
+        test._hypothesis_internal_use_settings = current
