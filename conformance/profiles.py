@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -36,6 +37,30 @@ def register() -> None:
     for name, options in PROFILES.items():
         settings.register_profile(name, **options)
     settings.load_profile("quick")
+    draw_from_the_seed_alone()
+
+
+def draw_from_the_seed_alone() -> bool:
+    """Keep Hypothesis from mixing the literals of "local" modules into its draws.
+
+    Hypothesis (6.131 and later) now and then draws an integer or string literal that it read
+    from the source of every imported module it takes to be the user's own: any module outside
+    site-packages. In a checkout that is the suite itself, in an installed wheel nothing, in a
+    user's repository whatever they imported; and the set grows as modules load. So one seed
+    drew other examples from a checkout than from the wheel, and ci's one verdict per commit
+    held only where the suite happened to lie. With that pool empty, a draw depends on the seed,
+    the strategies and Hypothesis's release alone. Returns whether Hypothesis has such a pool
+    (a release without one needs nothing)."""
+    try:
+        providers = importlib.import_module("hypothesis.internal.conjecture.providers")
+    except ImportError:
+        return False
+    if not hasattr(providers, "_get_local_constants"):
+        return False
+    none = providers.Constants()
+    providers._get_local_constants = lambda: none
+    providers.CONSTANTS_CACHE.cache.clear()
+    return True
 
 
 @contextmanager

@@ -325,6 +325,7 @@ class LocalWorld:
         first_failure: float | None = None
         asleep = False
         sleep = SleepWatch(max(self.grace_s, _MIN_SLEEP_S))
+        last_answer = started
         while len(outcomes) < self.world_size:
             limit = (
                 deadline if first_failure is None else min(deadline, first_failure + self.grace_s)
@@ -333,7 +334,10 @@ class LocalWorld:
             waiting = [rank for rank in range(self.world_size) if rank not in outcomes]
             for rank in waiting:
                 sleep.sample(self._procs[rank].pid)
-            asleep = all(sleep.asleep(self._procs[rank].pid) for rank in waiting)
+            # A rank that just answered may have woken the others (they waited for it in a
+            # collective): they count as asleep only after a whole window without an answer.
+            quiet = time.monotonic() - last_answer >= sleep.window_s
+            asleep = quiet and all(sleep.asleep(self._procs[rank].pid) for rank in waiting)
             if remaining <= 0 or asleep:
                 break
             watched: dict[Any, int] = {}
@@ -348,6 +352,7 @@ class LocalWorld:
                 if outcome is None:
                     continue
                 outcomes[rank] = outcome
+                last_answer = time.monotonic()
                 if not isinstance(outcome, Returned) and first_failure is None:
                     first_failure = time.monotonic()
         waited = time.monotonic() - started
