@@ -68,6 +68,46 @@ IMPOSSIBLE: dict[Pair, str] = {
         "two mesh dims that shard one tensor dim need a mesh of two dims",
     ),
     **_each(
+        "mesh: 1-D",
+        ("flattening: some dims", "flattening: dims not adjacent"),
+        "a 1-D mesh's one dim is every dim, and it has no dims apart",
+    ),
+    **{
+        pair(two_d, "flattening: dims not adjacent"): "two mesh dims are adjacent"
+        for two_d in ("mesh: 2-D", "mesh: 1 x k", "mesh: k x 1")
+    },
+    **_each(
+        "fault: on one rank, holding no shard",
+        ("memory: a transposed view",),
+        "a case has one fault: a transposed local tensor is one of a rank that holds it",
+    ),
+    **_each(
+        "layout: a 0-d tensor",
+        (
+            "layout fault: gap",
+            "layout fault: out of bounds",
+            "layout fault: an overlap a gap hides",
+        ),
+        "a 0-d tensor has one element and no dim: its one box cannot leave a hole or pass an end",
+    ),
+    **_each(
+        "layout: a 0-d tensor",
+        ("layout: an empty box", "layout: boxes off a grid", "layout: boxes out of order"),
+        "a box of no dims holds the one element: it is never empty, and every box of a 0-d "
+        "tensor has the same (empty) offsets",
+    ),
+    **{
+        pair(outside, order): "a new order is of the group's own ranks: a spec that names a "
+        "rank outside the group orders no permutation of them"
+        for outside in FAMILIES["outside rank"]
+        for order in FAMILIES["permutation"]
+    },
+    **_each(
+        "group: the whole world",
+        ("outside rank: a world rank outside the group",),
+        "the whole world leaves no rank of the world out",
+    ),
+    **_each(
         "mesh: ranks out of order",
         ("permutation: identity",),
         "the permutation is of the mesh's ranks against their ascending order",

@@ -46,6 +46,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "layout fault: wrong ndim",
         "layout fault: no shards",
     ),
+    "layout ndim": ("layout: a 0-d tensor", "layout: a tensor with dims"),
     "layout": (
         "layout: one box",
         "layout: an empty box",
@@ -59,10 +60,15 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "local shards: a rank's boxes apart along dim 1 only",
         "local shards: a rank's boxes apart along both dims",
     ),
+    "construction": (
+        "construction: from local shards",
+        "construction: with the global metadata",
+    ),
     "fault spread": (
         "fault: on one rank",
         "fault: on every rank",
         "fault: on two ranks, differently",
+        "fault: on one rank, holding no shard",
     ),
     "dt layout": (
         "mesh: 1-D",
@@ -86,6 +92,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "transition: _S on the source",
         "transition: _S on the target",
         "transition: R or S -> P",
+        "transition: R or S -> P(sum)",
         "transition: P -> R or S",
         "transition: P -> P of another op",
     ),
@@ -94,6 +101,16 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "chunks: an empty chunk of a non-empty tensor",
     ),
     "memory": ("memory: a transposed view", "memory: a strided slice"),
+    "tensor properties": ("tensor properties: the defaults", "tensor properties: requires_grad"),
+    "outside rank": (
+        "outside rank: past the world",
+        "outside rank: a world rank outside the group",
+    ),
+    "from_local args": (
+        "from_local: shape and stride given",
+        "from_local: shape given",
+        "from_local: neither given",
+    ),
     "placement list": (
         "placement list: every rank named once",
         "placement list: a rank twice",
@@ -116,6 +133,26 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "mesh: ranks out of order",
         "mesh: smaller than the world",
     ),
+    "flattening": (
+        "flattening: every dim",
+        "flattening: some dims",
+        "flattening: dims not adjacent",
+        "flattening: one dim under its own name",
+        "flattening: the default name",
+    ),
+    "flattening fault": tuple(
+        f"flattening fault: {f}"
+        for f in (
+            "no names",
+            "unknown name",
+            "a name twice",
+            "nothing chosen",
+            "out of order",
+            "a dim's name",
+            "taken by other dims",
+            "another name",
+        )
+    ),
 }
 
 # Classes that need a world of at least this many ranks: a run whose worlds are all smaller
@@ -132,6 +169,9 @@ NEEDS_RANKS = {
     "mesh: ranks out of order": 2,
     "mesh: smaller than the world": 2,
     "transition: a tensor dim two mesh dims shard, changed": 2,
+    "flattening fault: another name": 2,
+    "outside rank: a world rank outside the group": 2,
+    "fault: on one rank, holding no shard": 2,
 }
 
 # A ShardedTensor has at least one dim: its family is the tensor's but for 0-d.
@@ -179,7 +219,8 @@ def clear() -> None:
 
 
 def tensor(shape: Sequence[int], dtype: str, shards: int) -> None:
-    """The classes of a drawn tensor split into ``shards`` pieces."""
+    """The classes of a drawn tensor split into ``shards`` pieces; a dtype's class only where
+    the tensor holds values."""
     labels = []
     if not shape:
         labels.append("tensor: 0-d")
@@ -187,7 +228,9 @@ def tensor(shape: Sequence[int], dtype: str, shards: int) -> None:
         labels.append("tensor: a zero-length dim")
     if math.prod(shape) < shards:
         labels.append("tensor: fewer elements than shards")
-    if dtype in ("float64", "int64", "bool"):
+    if dtype in ("float64", "int64", "bool") and math.prod(shape):
+        # values of the dtype: an empty tensor has none, and pairs a dtype's values with other
+        # classes (integer values split into P(sum) parts) only where there are some
         labels.append(f"tensor: {dtype}")
     note(*labels)
 
@@ -211,6 +254,14 @@ def group(members: Sequence[int], world_size: int) -> None:
     note("group: the whole world" if len(members) == world_size else "group: a sub-group")
 
 
+def outside_ranks(ranks: Sequence[int], members: Sequence[int], world_size: int) -> None:
+    """The classes of placement ranks that are not members of the group: past the world, or
+    real ranks of the world that the group leaves out (ST-VALID-12)."""
+    for r in set(ranks) - set(members):
+        note("outside rank: past the world" if r >= world_size
+             else "outside rank: a world rank outside the group")  # fmt: skip
+
+
 def mesh(shape: Sequence[int], ranks: Sequence[int], world_size: int) -> None:
     labels = [f"mesh: {len(shape)}-D"]
     if len(shape) == 2 and shape[0] == 1 < shape[1]:
@@ -221,6 +272,18 @@ def mesh(shape: Sequence[int], ranks: Sequence[int], world_size: int) -> None:
         labels.append("mesh: ranks out of order")
     if len(ranks) < world_size:
         labels.append("mesh: smaller than the world")
+    note(*labels)
+
+
+def flattening(ndim: int, dims: Sequence[int], name: str | None, names: Sequence[str]) -> None:
+    """The classes of flattening the mesh dims ``dims`` of an ``ndim``-D mesh under ``name``."""
+    labels = ["flattening: every dim" if len(dims) == ndim else "flattening: some dims"]
+    if list(dims) != list(range(dims[0], dims[0] + len(dims))):
+        labels.append("flattening: dims not adjacent")
+    if len(dims) == 1 and (name or names[dims[0]]) == names[dims[0]]:  # the default: its own
+        labels.append("flattening: one dim under its own name")
+    if not name:
+        labels.append("flattening: the default name")
     note(*labels)
 
 
@@ -270,6 +333,10 @@ def layout(
     note(*labels)
 
 
+def layout_ndim(shape: Sequence[int]) -> None:
+    note("layout: a 0-d tensor" if not shape else "layout: a tensor with dims")
+
+
 def transition(
     source: Sequence[Placement], target: Sequence[Placement], mesh_shape: Sequence[int]
 ) -> None:
@@ -286,8 +353,11 @@ def transition(
         elif kinds in {("R", "S"), ("S", "R"), ("S", "S")}:
             labels.add({("R", "S"): "transition: R -> S", ("S", "R"): "transition: S -> R",
                         ("S", "S"): "transition: S -> S on another tensor dim"}[kinds])  # fmt: skip
+        elif kinds[1] == "P" and kinds[0] == "P":
+            labels.add("transition: P -> P of another op")
         elif kinds[1] == "P":
-            labels.add("transition: P -> P of another op" if kinds[0] == "P"
+            # a sum partition splits values (exactly, for integers: DT-REDIST-6); others copy
+            labels.add("transition: R or S -> P(sum)" if t == Partial("sum")
                        else "transition: R or S -> P")  # fmt: skip
         elif kinds[0] == "P":
             labels.add("transition: P -> R or S")

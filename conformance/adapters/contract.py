@@ -37,6 +37,7 @@ CAPABILITIES = {
     "partial:sum": "Partial(sum) placements; likewise partial:avg, partial:max, ...",
     "strided_shard": "the strided shard placement _S(dim, split_factor)",
     "sub_groups": "process groups that are a strict subset of the world",
+    "mesh_flatten": "mesh dims flattened into one, as FSDP2 and HSDP build them (DT-MESH-11 to 14)",
     "interop": "to_sharded_metadata, a layout as ShardedTensor boxes, pure (INTEROP-1 to 7)",
     "interop_checkpoint": "the boxes a checkpoint of a live DTensor writes (INTEROP-8, 9)",
     "dtensor_factories": "zeros, ones, empty, full, rand, randn of a DTensor (DT-API-16 to 18)",
@@ -282,6 +283,15 @@ class DTensorAdapter(Protocol):
 
     def dt_mesh_named(self, mesh: Any, name: str) -> Any:
         """``mesh[name].mesh.tolist()``: the 1-D sub-mesh along the dim called ``name``."""
+
+    def dt_mesh_coordinate(self, mesh: Any) -> list[int] | None:
+        """``mesh.get_coordinate()`` as a list, ``None`` outside the mesh (DT-MESH-6): all that
+        the spec says of a flattened mesh on a rank outside it (DT-MESH-11)."""
+
+    def dt_mesh_flatten(self, mesh: Any, names: Sequence[str] | None, name: str | None) -> Any:
+        """The 1-D mesh flattening the dims called ``names`` (every dim when ``None``) under
+        ``name`` (the default name when ``None``); collective over the world (capability
+        ``mesh_flatten``, DT-MESH-11 to 14)."""
 
     def dt_placement(self, kind: str, *args: Any) -> Any:
         """*Pure.* The placement ``kind(*args)``, kind one of ``Shard``, ``_StridedShard``

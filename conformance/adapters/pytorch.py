@@ -84,6 +84,7 @@ class PyTorchAdapter:
             "partial:min",
             "strided_shard",
             "sub_groups",
+            "mesh_flatten",
             "cuda",
             "dtensor_factories",
             "interop_checkpoint",
@@ -247,6 +248,13 @@ class PyTorchAdapter:
 
     def dt_mesh_named(self, mesh: DeviceMesh, name: str) -> Any:
         return mesh[name].mesh.tolist()
+
+    def dt_mesh_coordinate(self, mesh: DeviceMesh) -> list[int] | None:
+        coordinate = mesh.get_coordinate()
+        return None if coordinate is None else list(coordinate)
+
+    def dt_mesh_flatten(self, mesh: DeviceMesh, names, name) -> DeviceMesh:
+        return (mesh if names is None else mesh[tuple(names)])._flatten(name)
 
     def dt_placement(self, kind: str, *args: Any) -> Placement:
         kinds = {"Shard": DShard, "Replicate": Replicate, "Partial": Partial}

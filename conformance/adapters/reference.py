@@ -52,6 +52,7 @@ class ReferenceAdapter:
             "partial:product",
             "strided_shard",
             "sub_groups",
+            "mesh_flatten",
             "cuda",
             "dtensor_factories",
             "interop",
@@ -195,6 +196,13 @@ class ReferenceAdapter:
 
     def dt_mesh_named(self, mesh: dt.DeviceMesh, name: str) -> Any:
         return mesh[name].mesh.tolist()
+
+    def dt_mesh_coordinate(self, mesh: dt.DeviceMesh) -> list[int] | None:
+        coordinate = mesh.get_coordinate()
+        return None if coordinate is None else list(coordinate)
+
+    def dt_mesh_flatten(self, mesh: dt.DeviceMesh, names, name) -> dt.DeviceMesh:
+        return mesh.flatten(names, name)
 
     def dt_factory(self, op, size, mesh, placements, fill_value, dtype, requires_grad):
         options = {"device_mesh": mesh, "placements": _placements(placements), "dtype": dtype,

@@ -103,14 +103,19 @@ def row(record: Record) -> str:
 
 
 def not_drawn(records: Sequence[Record], verdicts: dict[str, dict[str, str]]) -> list:
-    """Records that deviate in a release whose ci run (MATRIX.md's verdicts) failed none of
-    their rules: its draws never meet them."""
+    """Records that deviate in a release whose ci run (MATRIX.md's verdicts) judged every rule
+    they name and failed none: its draws never meet them. A rule the run did not judge (newer
+    than the matrix) says nothing either way."""
+
+    def quiet(release: str, rules: Sequence[str]) -> bool:
+        seen = [verdicts[release].get(rule) for rule in rules]
+        return None not in seen and not {"fail", "xfail"} & set(seen)
+
     found = []
     for record in records:
         releases = [
             r for r in sorted(record.releases, key=release_key)
-            if r in verdicts and record.deviates(r)
-            and not any(verdicts[r].get(rule) in ("fail", "xfail") for rule in record.rules)
+            if r in verdicts and record.deviates(r) and quiet(r, record.rules)
         ]  # fmt: skip
         if releases:
             found.append((record, releases))

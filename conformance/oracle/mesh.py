@@ -1,7 +1,7 @@
 """DeviceMesh (spec/dt-mesh.md): construction verdicts, coordinates and per-dim groups.
 
-Models DT-MESH-1 to DT-MESH-7 and DT-MESH-9. A mesh is the plain-data ``Mesh`` of
-``vocabulary``; everything here is a function of it.
+Models DT-MESH-1 to DT-MESH-7, DT-MESH-9, and flattening (DT-MESH-11, DT-MESH-14). A mesh is
+the plain-data ``Mesh`` of ``vocabulary``; everything here is a function of it.
 """
 
 from __future__ import annotations
@@ -66,3 +66,43 @@ def dim_group(mesh: Mesh, coord: Sequence[int], dim: int) -> tuple[int, ...]:
 def by_rank(mesh: Mesh) -> dict[int, tuple[int, ...]]:
     """Every in-mesh rank with its coordinate; ranks outside the mesh are absent (DT-MESH-9)."""
     return {rank_at(mesh, c): c for c in coordinates(mesh.shape)}
+
+
+def flat_group(mesh: Mesh, coord: Sequence[int], dims: Sequence[int]) -> tuple[int, ...]:
+    """The flattening of mesh dims ``dims`` on the rank at ``coord``: the ranks that agree with
+    ``coord`` on every other dim, in row-major order of their coordinates on ``dims``; the
+    rank's coordinate in it is its position (DT-MESH-11)."""
+    lines = itertools.product(*(range(mesh.shape[d]) for d in dims))
+    group = []
+    for along in lines:
+        at = list(coord)
+        for d, c in zip(dims, along, strict=True):
+            at[d] = c
+        group.append(rank_at(mesh, at))
+    return tuple(group)
+
+
+def flatten_verdict(
+    dim_names: Sequence[str] | None,
+    chosen: Sequence[str] | None,
+    name: str | None,
+    taken: dict[str, tuple[int, ...]],
+) -> tuple[Verdict, tuple[int, ...], str]:
+    """Whether flattening the dims called ``chosen`` (every dim when ``None``) under ``name`` is
+    valid, given the names earlier flattenings ``taken`` (name to dims); with the dims and the
+    flat mesh's name (DT-MESH-11, DT-MESH-14). Every failure is a ValueError on every rank."""
+    if dim_names is None:
+        return value_error("DT-MESH-14"), (), ""
+    chosen = tuple(dim_names) if chosen is None else tuple(chosen)
+    if not chosen or len(set(chosen)) != len(chosen) or set(chosen) - set(dim_names):
+        return value_error("DT-MESH-14"), (), ""
+    dims = tuple(dim_names.index(n) for n in chosen)
+    flat_name = name or "_".join(chosen)
+    single = len(dims) == 1 and dim_names[dims[0]] == flat_name
+    if (
+        list(dims) != sorted(dims)
+        or (flat_name in dim_names and not single)
+        or taken.get(flat_name, dims) != dims
+    ):
+        return value_error("DT-MESH-14"), dims, flat_name
+    return VALID, dims, flat_name

@@ -186,7 +186,7 @@ def _local_shapes_and_dtypes(args, coords):
 
 @pytest.mark.rules("DT-API-1", "DT-API-6", "DT-API-7", "DT-API-8", "DT-API-9", "DT-API-10",
                    "DT-API-11", "DT-API-13", "DT-MESH-8", "DT-PLACE-2", "ERR-9")  # fmt: skip
-@pytest.mark.edges("memory")
+@pytest.mark.edges("memory", "from_local args")
 @given(data=st.data())
 def test_from_local_wraps_a_valid_layout_and_run_check_rejects_the_rest(
     impl, run_case, available_world_sizes, data
@@ -202,6 +202,8 @@ def test_from_local_wraps_a_valid_layout_and_run_check_rejects_the_rest(
             for c in coords.values()]  # fmt: skip
     if scattered := [t for t in laid if not t.is_contiguous()]:
         edges.memory(scattered[0], args["memory"])
+    given_ = "shape and stride" if args["give_stride"] else "shape" if args["give_shape"] else None
+    edges.note(f"from_local: {given_ or 'neither'} given")
     shapes, dtypes = _local_shapes_and_dtypes(args, coords)
     stride = dt_api.contiguous_stride(args["shape"]) if args["give_stride"] else None
     shape = args["shape"] if args["give_shape"] else None

@@ -76,9 +76,11 @@ def test_a_1d_mesh_gives_the_non_empty_boxes_of_chunk_sharding_spec(impl, pure, 
 @st.composite
 def live_layouts(draw, world_sizes: list[int]):
     """Any layout (``P``, strided shards, meshes in any order and smaller than the world) of a
-    seeded tensor of any dtype; half the time a small one, fewer elements than ranks likely."""
+    seeded tensor of any dtype; half the time a small one of at least one dim, fewer elements
+    than ranks likely."""
     world_size = draw(st.sampled_from(world_sizes))
-    shape = draw(ss.shapes(max_side=draw(st.sampled_from([3, 7]))))
+    small = draw(st.booleans())  # with a dim or more: a strided shard of it is then possible
+    shape = draw(ss.shapes(min_dims=int(small), max_side=3 if small else 7))
     mesh_shape, ranks = draw(ss.meshes(world_size))
     return world_size, {
         "shape": shape,

@@ -272,6 +272,7 @@ def _on_cpu(meta: TensorMeta) -> TensorMeta:
 
 
 @pytest.mark.rules("ST-LIFE-17", "ST-LIFE-18", "ST-LIFE-1", "ERR-9", "ERR-10")
+@pytest.mark.edges("tensor properties", "placement list")
 @given(data=st.data())
 def test_to_cpu_clone_and_pickling_keep_layout_and_values(
     impl, available_world_sizes, run_case, data
@@ -279,9 +280,12 @@ def test_to_cpu_clone_and_pickling_keep_layout_and_values(
     judge.requires(impl, "sharded_tensor")
     world_size = data.draw(st.sampled_from(available_world_sizes))
     shape = data.draw(ss.shapes(min_dims=1, max_dims=2, max_side=5))
+    dtype = data.draw(st.sampled_from(ss.DTYPES[:3]))
     args = {
         "shape": shape,
-        "dtype": data.draw(st.sampled_from(ss.DTYPES[:3])),
+        "dtype": dtype,
+        # properties other than the defaults, which every copy and a save/load keep
+        "requires_grad": dtype != "int64" and data.draw(st.booleans()),
         "seed": data.draw(st.integers(0, 2**16)),
         # one chunk per rank in any order, or any ranks with repeats: a rank with several
         # shards, or with none, whose copies must keep every one of them apart
@@ -290,6 +294,8 @@ def test_to_cpu_clone_and_pickling_keep_layout_and_values(
             st.lists(st.integers(0, world_size - 1), min_size=1, max_size=2 * world_size),
         )),
     }  # fmt: skip
+    edges.note(f"tensor properties: {'requires_grad' if args['requires_grad'] else 'the defaults'}")
+    edges.placement_list(args["ranks"], world_size)
     result = run_case("sharded_tensor:copies", world_size, **args)
     judge.assert_built(result, rule="ST-LIFE-1")
     values = judge.all_returned(result, rule="ST-LIFE-17")

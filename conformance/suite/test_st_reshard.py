@@ -23,7 +23,7 @@ from conformance.rank_devices import placement
 from conformance.vocabulary import Shard
 
 FAULTS = ["none", "none", "identity", "enum_source", "enum_target", "repeat", "missing",
-          "dim_range", "non_member", "not_spec"]  # fmt: skip
+          "dim_range", "non_member", "non_member", "not_spec"]  # fmt: skip
 HELD = {"held_unchanged": "local tensors held before the call unchanged"}  # ST-RESHARD-6
 
 
@@ -37,12 +37,14 @@ def _oracle_spec(data):
 
 
 def _note_edges(args: dict, world_size: int) -> None:
-    """The edge classes of a reshard case: its tensor, its group, the chunks of each chunk spec
-    and, between two chunk specs over the same members, the permutation from the old order to
-    the new."""
+    """The edge classes of a reshard case: its tensor, its group, the new spec's ranks outside
+    the group, the chunks of each chunk spec and, between two chunk specs over the same members,
+    the permutation from the old order to the new."""
     edges.tensor(args["shape"], args["dtype"], len(args["group"]))
     edges.group(args["group"], world_size)
     old, new = args["spec"], args["new_spec"]
+    if isinstance(new, dict) and "ranks" in new:
+        edges.outside_ranks(new["ranks"], args["group"], world_size)
     n = len(args["shape"])
     for spec in (old, new):
         dim = spec.get("dim") if isinstance(spec, dict) and "ranks" in spec else None
@@ -118,7 +120,10 @@ def reshard_cases(draw, world_sizes: list[int]):
     elif fault == "dim_range":
         new["dim"] = draw(st.sampled_from([n, n + 3, -n - 1]))
     elif fault == "non_member":
-        outside = [r for r in range(world_size + 1) if r not in group]
+        # a rank past the world, or (on a sub-group) a real rank of the world the group leaves
+        # out, each as often as the other (edges "outside rank")
+        in_world = [r for r in range(world_size) if r not in group]
+        outside = draw(st.sampled_from([[world_size], *([in_world] if in_world else [])]))
         new["ranks"] = [*new["ranks"][:-1], draw(st.sampled_from(outside))]
     elif fault == "not_spec":
         new = draw(st.sampled_from(["rank:0/cpu", 0]))
@@ -139,7 +144,7 @@ def reshard_cases(draw, world_sizes: list[int]):
     "ST-RESHARD-11", "ST-RESHARD-12", "ST-LIFE-1", "ST-LIFE-7", "ERR-3", "ERR-6", "ERR-9",
     "ERR-10", "ERR-11",
 )  # fmt: skip
-@pytest.mark.edges("sharded tensor", "permutation", "group", "chunks")
+@pytest.mark.edges("sharded tensor", "permutation", "group", "chunks", "outside rank")
 @given(data=st.data())
 def test_reshard_equals_sharding_the_gathered_tensor(impl, available_world_sizes, run_case, data):
     judge.requires(impl, "sharded_tensor")

@@ -35,10 +35,10 @@ def _local_inputs(args: dict, group: list[int]) -> dict[int, list[LocalShard]]:
 
 @st.composite
 def layouts(draw):
-    """A tiling of a 1-d to 3-d shape (``ss.tilings``: grids and layouts off a grid), its boxes
-    in any order on any ranks, then at most one way to be wrong (ERR-11; see ``_FAULTS``), and
-    maybe an empty box, which changes no verdict."""
-    shape = draw(ss.shapes(min_dims=1, max_dims=3, max_side=6))
+    """A tiling of a 0-d to 3-d shape (``ss.tilings``: grids and layouts off a grid; a 0-d
+    tensor's one box of no dims), its boxes in any order on any ranks, then at most one way to
+    be wrong (ERR-11; see ``_FAULTS``), and maybe an empty box, which changes no verdict."""
+    shape = draw(ss.shapes(min_dims=0, max_dims=3, max_side=6))
     boxes = draw(ss.tilings(shape))
     if draw(st.booleans()):
         boxes = draw(st.permutations(boxes))
@@ -46,7 +46,7 @@ def layouts(draw):
               for (o, s), r in zip(boxes, draw(_ranks(len(boxes))), strict=True)]  # fmt: skip
     fault = draw(st.sampled_from(list(_FAULTS)))
     shards = _FAULTS[fault](draw, shape, shards)
-    if shards and draw(st.booleans()):  # an empty box too: one that overlaps nothing (ST-VALID-1)
+    if shards and shape and draw(st.booleans()):  # an empty box too: it overlaps nothing
         shards = _an_empty_box(draw, shape, shards)
     return shape, shards
 
@@ -62,7 +62,9 @@ def _box(shards: list[dict], i: int, offsets: list[int], sizes: list[int]) -> li
 
 def _an_empty_box(draw, shape, shards):
     """A box of no elements anywhere in bounds, its offset up to the end of each dim: valid
-    (ST-VALID-1, an empty box overlaps nothing)."""
+    (ST-VALID-1, an empty box overlaps nothing). A 0-d tensor has no dim to be empty along."""
+    if not shape:
+        return shards
     offsets = [draw(st.integers(0, n)) for n in shape]
     sizes = [draw(st.integers(0, n - o)) for o, n in zip(offsets, shape, strict=True)]
     sizes[draw(st.integers(0, len(shape) - 1))] = 0
@@ -126,9 +128,10 @@ def _shifted(draw, shape, shards):
 
 def _with_a_gap(draw, shape, shards):
     """The layout with a hole (ST-VALID-4): a box that holds elements removed, or where it is
-    the only one, cut short by one along a dim. A layout of empty boxes has no hole to make."""
+    the only one, cut short by one along a dim. A layout of empty boxes, or the one box of a
+    0-d tensor, has no hole to make."""
     full = [i for i, s in enumerate(shards) if all(s["sizes"])]
-    if not full:
+    if not full or not shape:
         return shards
     i = draw(st.sampled_from(full))
     if len(shards) > 1:
@@ -139,7 +142,10 @@ def _with_a_gap(draw, shape, shards):
 
 
 def _out_of_bounds(draw, shape, shards):
-    """A box, empty or not, that ends past the end of one dim (ST-VALID-3)."""
+    """A box, empty or not, that ends past the end of one dim (ST-VALID-3); a 0-d tensor has
+    no end to pass."""
+    if not shape:
+        return shards
     i = draw(st.integers(0, len(shards) - 1))
     d = draw(st.integers(0, len(shape) - 1))
     offsets = list(shards[i]["offsets"])
@@ -151,7 +157,7 @@ def _wrong_ndim(draw, shape, shards):
     """A box with a dim more or a dim less than the tensor (ST-VALID-5)."""
     i = draw(st.integers(0, len(shards) - 1))
     offsets, sizes = list(shards[i]["offsets"]), list(shards[i]["sizes"])
-    if draw(st.booleans()):
+    if not sizes or draw(st.booleans()):
         return _box(shards, i, [*offsets, 0], [*sizes, 1])
     return _box(shards, i, offsets[:-1], sizes[:-1])
 
@@ -178,6 +184,7 @@ def _layout_classes(shape: list[int], shards: list[dict], verdict) -> None:
     if fault == "overlap" and volume == math.prod(shape):
         fault = "an overlap a gap hides"
     edges.note(f"layout fault: {fault}")
+    edges.layout_ndim(shape)
     edges.layout(shape, [(s["offsets"], s["sizes"]) for s in shards], valid=verdict.ok)
 
 
@@ -196,7 +203,7 @@ FAULT_OF_RULE = {
     "ST-VALID-1", "ST-VALID-2", "ST-VALID-3", "ST-VALID-4", "ST-VALID-5", "ST-VALID-14",
     "ERR-1", "ERR-4",
 )  # fmt: skip
-@pytest.mark.edges("layout fault", "layout")
+@pytest.mark.edges("layout fault", "layout", "layout ndim")
 @pytest.mark.volume(50)
 @given(layout=layouts())
 def test_a_layout_is_accepted_exactly_when_it_tiles_the_tensor(impl, pure, layout):
@@ -269,15 +276,20 @@ def from_local_cases(draw, world_sizes: list[int], faults: list[str] | None = No
     elif fault in _GLOBAL_LAYOUT_FAULTS:
         _GLOBAL_LAYOUT_FAULTS[fault](draw, case, world_size)
     elif fault != "none":
+        # A fault of an argument every rank passes (the size, the global metadata) may hit a
+        # rank that holds no shard; a fault of a shard hits a rank that holds one.
         holders = [r for r in ranks if shards[r]] or ranks
+        hit = ranks if fault in ("size", "metadata") else holders
         spread = draw(st.sampled_from(["one rank", "every rank", "two ranks, differently"]))
-        if spread == "two ranks, differently" and len(holders) < 2:
+        if spread == "two ranks, differently" and len(hit) < 2:
             spread = "one rank"
         targets = {
-            "one rank": [draw(st.sampled_from(holders))],
-            "every rank": holders,
-            "two ranks, differently": draw(st.permutations(holders))[:2],
+            "one rank": [draw(st.sampled_from(hit))],
+            "every rank": hit,
+            "two ranks, differently": draw(st.permutations(hit))[:2],
         }[spread]
+        if spread == "one rank" and not shards[targets[0]]:
+            edges.note("fault: on one rank, holding no shard")
         for way, rank in enumerate(targets):
             _RANK_FAULTS[fault](case, rank, way if spread.startswith("two") else 0, world_size)
         edges.note(f"fault: on {spread}")
@@ -426,13 +438,15 @@ def _tensor_info(desc, rank):
     "ST-VALID-12", "ST-VALID-13", "ST-VALID-14", "ST-LIFE-12", "ST-LIFE-13", "ST-LIFE-14",
     "ERR-1", "ERR-3", "ERR-6", "ERR-11",
 )  # fmt: skip
-@pytest.mark.edges("local shards", "fault spread", "transposed")
+@pytest.mark.edges("local shards", "fault spread", "transposed", "construction")
 @given(data=st.data())
 def test_construction_from_local_shards_checks_every_rank_and_keeps_the_data(
     impl, available_world_sizes, run_case, data
 ):
     judge.requires(impl, "sharded_tensor")
     world_size, args = data.draw(from_local_cases(available_world_sizes))
+    edges.note("construction: from local shards" if args["kind"] == "local"
+               else "construction: with the global metadata")  # fmt: skip
     edges.local_shards(args["shards_by_rank"])
     edges.transposed([s["tensor"]["shape"] for held in args["shards_by_rank"] for s in held
                       if s["tensor"].get("transposed")])  # fmt: skip

@@ -156,6 +156,70 @@ def mesh_facts(
     return facts
 
 
+def flatten_facts(
+    ctx: RankContext,
+    impl: str,
+    shape: list[int],
+    ranks: list[int],
+    names: list[str] | None,
+    flatten: list[str] | None,
+    name: str | None,
+    before: list[dict[str, Any]] | None = None,
+    fault: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """On a mesh of its own (flattenings are the mesh's state: DT-MESH-13), make the
+    flattenings ``before`` (``{"flatten", "name"}``), then flatten the dims called ``flatten``
+    under ``name`` (``fault = {"rank", "flatten", "name"}`` gives that one rank other
+    arguments), and again; report what the rank sees of the flat mesh (outside it, only that
+    it is outside) and its group and ``mesh[name]`` of the mesh it came from."""
+    adapter = adapters.load(impl)
+    device_mesh = adapter.dt_mesh(ctx.device.type, shape, ranks, names)
+    for earlier in before or []:
+        adapter.dt_mesh_flatten(device_mesh, earlier["flatten"], earlier["name"])
+    if fault and fault["rank"] == ctx.rank:
+        flatten, name = fault["flatten"], fault["name"]
+    flat = adapter.dt_mesh_flatten(device_mesh, flatten, name)
+    again = adapter.dt_mesh_flatten(device_mesh, flatten, name)
+    if adapter.dt_mesh_coordinate(flat) is None:  # outside the mesh: the spec says no more
+        return {"coordinate": None, "again": {"coordinate": adapter.dt_mesh_coordinate(again)}}
+    facts = adapter.dt_mesh_describe(flat)
+    facts["again"] = adapter.dt_mesh_describe(again)
+    facts["group"] = list(adapter.dt_mesh_group(flat, 0))
+    facts["named"] = adapter.dt_mesh_named(device_mesh, facts["names"][0])
+    return facts
+
+
+def flat_redistribute(
+    ctx: RankContext,
+    impl: str,
+    shape: list[int],
+    dtype: str,
+    seed: int,
+    mesh_shape: list[int],
+    mesh_ranks: list[int],
+    names: list[str],
+    flatten: list[str],
+    source: str,
+    target: str,
+) -> dict[str, Any]:
+    """Flatten the dims called ``flatten`` of the named mesh (its default name: flattening the
+    same dims again returns the same mesh, DT-MESH-13, so the mesh is cached), distribute the
+    seeded tensor over the flat mesh with ``[source]``, redistribute to ``[target]``; report the
+    local tensors and ``full_tensor``."""
+    adapter = adapters.load(impl)
+    flat = adapter.dt_mesh_flatten(mesh(ctx, impl, mesh_shape, mesh_ranks, names), flatten, None)
+    tensor = make_global(shape, dtype, seed).to(ctx.device)
+    with codec.building():
+        dt = adapter.dt_distribute(tensor, flat, [source], None)
+    first = adapter.dt_to_local(dt).clone()
+    moved = adapter.dt_redistribute(dt, [target])
+    return {
+        "distributed": first,
+        "redistributed": adapter.dt_to_local(moved),
+        "full": adapter.dt_full_tensor(moved),
+    }
+
+
 def with_placements(
     ctx: RankContext,
     impl: str,

@@ -332,17 +332,24 @@ def shard_checked(
 
 
 def copies(
-    ctx: RankContext, impl: str, shape: list[int], dtype: str, seed: int, ranks: list[int]
+    ctx: RankContext,
+    impl: str,
+    shape: list[int],
+    dtype: str,
+    seed: int,
+    ranks: list[int],
+    requires_grad: bool = False,
 ) -> dict[str, Any]:
     """``to(float64)``, ``to(same dtype)``, ``cpu()``, ``clone()`` and a ``torch.save`` /
     ``torch.load`` round trip (ST-LIFE-17, 18) of a tensor chunked over ``ranks``, made with
-    ``zeros`` and each local shard filled with its box of the seeded tensor: construction
-    (ST-LIFE-1) takes any placement list, where ``shard`` need not (ST-LIFE-7)."""
+    ``zeros`` (``requires_grad`` as given) and each local shard filled with its box of the
+    seeded tensor: construction (ST-LIFE-1) takes any placement list, where ``shard`` need not
+    (ST-LIFE-7)."""
     adapter = adapters.load(impl)
     source = make_global(shape, dtype, seed).to(ctx.device)
-    with codec.building():
+    with codec.building(), torch.no_grad():
         spec = codec.make_spec(adapter, {"dim": 0, "ranks": ranks}, ctx.backend)
-        t = adapter.st_create("zeros", spec, shape, dtype=source.dtype)
+        t = adapter.st_create("zeros", spec, shape, dtype=source.dtype, requires_grad=requires_grad)
         for s in t.local_shards():
             if s.tensor.numel():  # an empty box may lie past the end (ST-SPEC-2)
                 offsets, sizes = s.metadata.shard_offsets, s.metadata.shard_sizes

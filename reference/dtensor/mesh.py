@@ -18,11 +18,15 @@ Rules and where they live:
 - DT-MESH-8: see ``reference.dtensor.collectives``
 - DT-MESH-9: see ``reference.dtensor.dtensor``
 - DT-MESH-10: ``DeviceMesh.__init__``, ``MeshFacts``
+- DT-MESH-11, DT-MESH-12: ``DeviceMesh.flatten``, ``DeviceMesh._flat_lines``
+- DT-MESH-13: ``DeviceMesh.flatten``, ``DeviceMesh.__getitem__``
+- DT-MESH-14: ``DeviceMesh._check_flattening``
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -108,6 +112,7 @@ class DeviceMesh:
         self._tensor = tensor
         self._names = names
         self._rank = dist.get_rank()
+        self._flattened: dict[str, tuple[tuple[int, ...], DeviceMesh]] = {}
         # DT-MESH-6
         where = (tensor == self._rank).nonzero().tolist()
         self._coordinate = tuple(where[0]) if where else None
@@ -189,17 +194,94 @@ class DeviceMesh:
         return list(itertools.product(*(range(k) for k in self.shape)))
 
     def __getitem__(self, name: str) -> DeviceMesh:
-        """The 1-d mesh of this rank's line along the dim called ``name`` (DT-MESH-7)."""
+        """The 1-d mesh of this rank's line along the dim called ``name`` (DT-MESH-7), or the
+        flattening that took ``name`` (DT-MESH-13)."""
+        if name in self._flattened:
+            return self._flattened[name][1]
         if self._names is None or name not in self._names:
             raise KeyError(f"no mesh dim named {name!r}; names are {self._names}")
         if self._coordinate is None:
             raise ValueError(f"rank {self._rank} is not in the mesh")
         dim = self._names.index(name)
-        sub = DeviceMesh.__new__(DeviceMesh)
-        sub._setup(self.device_type, torch.tensor(self._members[dim]), (name,))
-        sub._groups, sub._members = [self._groups[dim]], [self._members[dim]]
-        sub._mesh_group = self._groups[dim]
-        return sub
+        return self._one_dim(name, self._groups[dim], self._members[dim])
+
+    def _one_dim(self, name: str, group: dist.ProcessGroup | None, line: list[int]) -> DeviceMesh:
+        """The 1-d mesh of ``line``, whose one group is ``group`` (``None`` outside it)."""
+        mesh = DeviceMesh.__new__(DeviceMesh)
+        mesh._setup(self.device_type, torch.tensor(line), (name,))
+        mesh._groups, mesh._members = [group], [line if self._rank in line else []]
+        mesh._mesh_group = group
+        return mesh
+
+    # -- flattening (DT-MESH-11 to -14) ------------------------------------------------------
+
+    def flatten(self, names: Sequence[str] | None = None, name: str | None = None) -> DeviceMesh:
+        """The 1-d mesh of this rank's ranks along the dims called ``names`` (every dim when
+        ``None``), in row-major order of their coordinates there (DT-MESH-11); PyTorch spells it
+        ``mesh[names]._flatten(name)``. Afterwards ``self[name]`` returns it (DT-MESH-13).
+
+        Collective over the world, as construction is: every rank validates, the ranks agree on
+        one verdict and one request, then every rank creates every flat group in the same order
+        (DT-MESH-14).
+        """
+
+        def validate() -> tuple[tuple[int, ...], str]:
+            return self._check_flattening(names, name)
+
+        error, request = verdict.check(validate)
+        verdict.require_same(
+            verdict.exchange(dist.group.WORLD, error, request), "DT-MESH-14", "the flattening"
+        )
+        dims, flat_name = request
+        if flat_name in self._flattened:
+            return self._flattened[flat_name][1]
+        if len(dims) == 1 and self._names[dims[0]] == flat_name:
+            # A dim flattened under its own name is that dim, whose groups exist already.
+            line = self._members[dims[0]] or self._lines(dims[0])[0]
+            return self._one_dim(flat_name, self._groups[dims[0]], line)
+        lines = self._flat_lines(dims)
+        group, line = None, lines[0]
+        for each in lines:
+            created = _new_group(each)
+            if self._rank in each:
+                group, line = created, each
+        flat = self._one_dim(flat_name, group, line)
+        self._flattened[flat_name] = (dims, flat)
+        return flat
+
+    def _check_flattening(
+        self, names: Sequence[str] | None, name: str | None
+    ) -> tuple[tuple[int, ...], str]:
+        """The dims to flatten and the flat mesh's name, or the ``ValueError`` of DT-MESH-14."""
+        if self._names is None:
+            raise ValueError("[DT-MESH-14] only a mesh with mesh_dim_names can be flattened")
+        chosen = tuple(self._names) if names is None else tuple(names)
+        unknown = [n for n in chosen if n not in self._names]
+        if not chosen or unknown or len(set(chosen)) != len(chosen):
+            raise ValueError(
+                f"[DT-MESH-14] flatten needs distinct dim names of {self._names}; got {chosen}"
+            )
+        dims = tuple(self._names.index(n) for n in chosen)
+        if list(dims) != sorted(dims):
+            raise ValueError(
+                f"[DT-MESH-14] flatten names dims in mesh order {self._names}; got {chosen}"
+            )
+        flat_name = name or "_".join(chosen)
+        single = len(dims) == 1 and self._names[dims[0]] == flat_name
+        if flat_name in self._names and not single:
+            raise ValueError(f"[DT-MESH-14] {flat_name!r} already names a dim of the mesh")
+        if flat_name in self._flattened and self._flattened[flat_name][0] != dims:
+            raise ValueError(
+                f"[DT-MESH-14] {flat_name!r} already names the flattening of other dims"
+            )
+        return dims, flat_name
+
+    def _flat_lines(self, dims: tuple[int, ...]) -> list[list[int]]:
+        """Every group of the flattening of ``dims``: the ranks that agree on every other dim,
+        row-major over ``dims`` (DT-MESH-11)."""
+        others = [d for d in range(self.ndim) if d not in dims]
+        width = math.prod(self.shape[d] for d in dims)
+        return self._tensor.permute(*others, *dims).reshape(-1, width).tolist()
 
     def __eq__(self, other: object) -> bool:
         return (

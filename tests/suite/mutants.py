@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import itertools
+import math
 import os
 import signal
 import time
@@ -18,7 +20,9 @@ import reference.dtensor.redistribute as dt_redistribute
 from conformance.adapters.reference import ReferenceAdapter
 from conformance.vocabulary import Shard, parse_placement
 from reference.sharded_tensor import ChunkShardingSpec, validation
+from reference.sharded_tensor import from_local as st_from_local
 from reference.sharded_tensor import metadata as st_metadata
+from reference.sharded_tensor import reshard as st_reshard
 from reference.sharded_tensor.sharded_tensor import ShardedTensor
 
 
@@ -565,6 +569,120 @@ class IntegerSumPartitionFloors(ReferenceAdapter):
             return super().dt_redistribute(d, placements, device_mesh)
 
 
+class FromLocalStrideReadsTheStorage(ReferenceAdapter):
+    """``from_local`` that, given the global stride, reads each local tensor's storage as if it
+    were laid out contiguously (the stride argument taken for the local's own): right for a
+    contiguous local, scrambled for a transposed view or a strided slice (DT-API-11). Each class
+    alone (a stride given; a non-contiguous local) is common; only the two together show it."""
+
+    def dt_from_local(self, local, mesh, placements, run_check, shape, stride):
+        if stride is not None and not local.is_contiguous():
+            local = torch.as_strided(local, local.shape, _contiguous(local.shape))
+        return super().dt_from_local(local, mesh, placements, run_check, shape, stride)
+
+
+def _contiguous(shape) -> list[int]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.insert(0, step)
+        step *= max(n, 1)
+    return strides
+
+
+class PlacementsCheckedAgainstTheWorld(_PatchedTensors):
+    """``reshard`` that checks the new placements against the ranks of the world, not of the
+    tensor's group: a real world rank outside a sub-group passes for a member (ST-VALID-12) and
+    the request is then refused as unsupported. Right on the whole world, and for ranks past the
+    world; only a sub-group together with a world rank outside it shows the bug."""
+
+    def patch(self, t):
+        checked = t.reshard
+        world = list(range(torch.distributed.get_world_size()))
+
+        def against_the_world(shards, members):
+            validation.check_placements(shards, world)
+
+        def reshard(spec):
+            with mock.patch.object(st_reshard, "check_placements", against_the_world):
+                return checked(spec)
+
+        t.reshard = reshard
+        return t
+
+
+class LoadingForgetsRequiresGrad(_PatchedTensors):
+    """``torch.load`` of a sharded tensor that restores the default tensor properties: right
+    for a tensor made with the defaults, wrong for one that requires grad (ST-LIFE-18). Every
+    case saves and loads; only a non-default property shows the bug."""
+
+    def patch(self, t):
+        t.__class__ = _ForgetsRequiresGrad
+        return t
+
+
+class _ForgetsRequiresGrad(ShardedTensor):
+    def __setstate__(self, state: tuple) -> None:
+        super().__setstate__(state)
+        self._metadata = dataclasses.replace(
+            self._metadata,
+            tensor_properties=dataclasses.replace(
+                self._metadata.tensor_properties, requires_grad=False
+            ),
+        )
+
+
+class SizeOfHoldersOnly(ReferenceAdapter):
+    """``init_from_local_shards`` where a rank that holds no shard takes the global size the
+    ranks holding shards pass, whatever size it was given: its own argument goes unchecked
+    (ST-VALID-6). A fault on a rank that holds a shard, or on every rank, is still caught; only
+    a fault of an argument on a rank holding no shard shows the bug."""
+
+    def st_init_from_local_shards(self, shards, *size, group):
+        reached = st_from_local.reach_verdict
+
+        def reach_verdict(process_group, check):
+            done, shared = reached(process_group, check)
+            held = [f.size for f in shared if f.boxes] or [shared[0].size]
+            return done, [f if f.boxes else f._replace(size=held[0]) for f in shared]
+
+        with mock.patch.object(st_from_local, "reach_verdict", reach_verdict):
+            return super().st_init_from_local_shards(shards, *size, group=group)
+
+
+class OwnShardsCheckedAfterAgreeing(ReferenceAdapter):
+    """``init_from_local_shards_and_global_metadata`` that checks a rank's own shards against
+    the global metadata (ST-VALID-8, 9, 11) only after the ranks agreed, each rank alone: a
+    rank whose shards disagree raises while the others return (ERR-6). Right when every rank's
+    shards disagree, or none do; only a disagreement on one rank shows the bug."""
+
+    def st_init_from_global_metadata(self, shards, metadata, group):
+        with (
+            mock.patch.object(st_from_local, "Counter", return_value=0),
+            mock.patch.object(st_from_local, "check_local_tensor", return_value=None),
+        ):
+            t = super().st_init_from_global_metadata(shards, metadata, group)
+        me = torch.distributed.get_rank()
+        entries = [s for s in metadata.shards_metadata if s.placement.rank() == me]
+        if collections.Counter(s.metadata for s in shards) != collections.Counter(entries):
+            raise ValueError(f"[ST-VALID-11] rank {me} passed shards its entries do not name")
+        for shard in shards:
+            validation.check_local_tensor(shard.tensor, shard.metadata, metadata.tensor_properties)
+        return t
+
+
+class ZeroDimBoxHoldsNothing(ReferenceAdapter):
+    """A volume count that takes a box of no dims for empty (``prod(sizes) if sizes else 0``):
+    the one box of a 0-d tensor then leaves a gap, and its valid layout is refused (ST-VALID-4).
+    Every layout of a tensor with dims is judged as before."""
+
+    def st_validate(self, shards, global_shape):
+        if any(not s["sizes"] for s in shards):
+            volume = sum(math.prod(s["sizes"]) if s["sizes"] else 0 for s in shards)
+            if volume != math.prod(global_shape):
+                raise ValueError(f"[ST-VALID-4] the shards hold {volume} elements")
+        super().st_validate(shards, global_shape)
+
+
 class GatherLosesASecondBoxOnSubGroups(ReferenceAdapter):
     """``gather`` on a sub-group that leaves unwritten the box of a rank's second shard: right
     on the world, and on sub-groups where no rank holds two boxes (ST-GATHER-2, ST-GATHER-9)."""
@@ -596,6 +714,12 @@ RESHARD_SPOILS_SOURCE = ReshardSpoilsItsSourceOnError()
 GATHER_DROPS_LAST = GatherDropsTheLastShard()
 INTEGER_SUM_FLOORS = IntegerSumPartitionFloors()
 GATHER_LOSES_SECOND_BOX = GatherLosesASecondBoxOnSubGroups()
+FROM_LOCAL_STRIDE_READS_STORAGE = FromLocalStrideReadsTheStorage()
+PLACEMENTS_CHECKED_AGAINST_THE_WORLD = PlacementsCheckedAgainstTheWorld()
+LOADING_FORGETS_REQUIRES_GRAD = LoadingForgetsRequiresGrad()
+SIZE_OF_HOLDERS_ONLY = SizeOfHoldersOnly()
+OWN_SHARDS_CHECKED_AFTER_AGREEING = OwnShardsCheckedAfterAgreeing()
+ZERO_DIM_BOX_HOLDS_NOTHING = ZeroDimBoxHoldsNothing()
 TOUCHING_OVERLAP = TouchingBoxesOverlap()
 OVERLAP_IN_ONE_DIM = OverlapSeenInOneDim()
 LOSES_PRECISION = RedistributeLosesPrecision()

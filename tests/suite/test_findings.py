@@ -121,6 +121,17 @@ def test_a_finding_goes_in_the_section_of_how_it_shows_in_the_newest_release_it_
         render.section(record())
 
 
+def test_found_not_drawn_needs_a_ci_run_that_judged_every_rule_and_failed_none():
+    deviates = record(rules=("ST-GATHER-1", "ERR-10"), releases={"2.13.0": ("returns 2",)})
+    passed = {"2.13.0": {"ST-GATHER-1": "pass", "ERR-10": "pass"}}
+    assert render.not_drawn([deviates], passed) == [(deviates, ["2.13.0"])]
+    failed = {"2.13.0": {"ST-GATHER-1": "pass", "ERR-10": "xfail"}}
+    assert render.not_drawn([deviates], failed) == []
+    unjudged = {"2.13.0": {"ST-GATHER-1": "pass"}}  # a rule newer than the matrix
+    assert render.not_drawn([deviates], unjudged) == []
+    assert render.not_drawn([deviates], {"2.12.1": passed["2.13.0"]}) == []
+
+
 def test_two_records_of_one_rule_with_the_same_symptom_are_one_behaviour_told_twice():
     a = record(id="a", releases={"2.13.0": ("raises ValueError",)})
     b = record(id="b", code="x\n", releases={"2.13.0": ("raises ValueError",)})

@@ -62,16 +62,16 @@ class Mutant(NamedTuple):
 
 
 MUTANTS = [
-    # Two mutants that only a pair of edge classes shows (conformance/covering.py). The first
-    # survives the property's own ci draws (profile "mutation") and is killed by a covering
-    # example, which is reported as drawn (not shrunk), with its replay line; the second (a rank
-    # with several boxes, on a sub-group) the gather test's own draws meet.
+    # Mutants that only a pair of edge classes shows (conformance/covering.py), one per pair the
+    # ci profile once missed. Those of profile "mutation-covering" survive the property's own ci
+    # draws (profile "mutation") and are killed by a covering example, which is reported as drawn
+    # (not shrunk), with its replay line; the property's own draws meet the others.
     Mutant(
         "integer-sum-partition-floors",
         "test_dt_redistribute.py::test_partial_sources_reduce_and_partial_targets_partition[min]",
         "mutants:INTEGER_SUM_FLOORS",
         "DT-REDIST-6",
-        ['"dtype": "int64"', '"P(sum)"', "replay --backend gloo --world-size 4"],
+        ['"dtype": "int64"', '"P(sum)"', "replay --backend gloo --world-size"],
         "mutation-covering",
     ),
     Mutant(
@@ -83,6 +83,53 @@ MUTANTS = [
             "rank 0: out at [[1]]=[3.0, 0.0], but should be [3.0, 201.25]",
             '{"offsets": [0], "rank": 0, "sizes": [1]}, {"offsets": [1], "rank": 0, "sizes": [1]}',
             '"group": [0]',
+        ],
+    ),
+    Mutant(
+        "from-local-stride-reads-the-storage",
+        "test_dt_api.py::test_from_local_wraps_a_valid_layout_and_run_check_rejects_the_rest",
+        "mutants:FROM_LOCAL_STRIDE_READS_STORAGE",
+        "DT-API-11",
+        ['"give_stride": true', re.compile(r'"memory": "(strided|transposed)"'), "to_local() at"],
+    ),
+    Mutant(
+        "placements-checked-against-the-world",
+        "test_st_reshard.py::test_reshard_equals_sharding_the_gathered_tensor",
+        "mutants:PLACEMENTS_CHECKED_AGAINST_THE_WORLD",
+        "ST-RESHARD-9",
+        ["every rank should raise ValueError (ST-RESHARD-9)", '"new_spec": {"dim": '],
+        "mutation-covering",
+    ),
+    Mutant(
+        "loading-forgets-requires-grad",
+        "test_st_lifecycle.py::test_to_cpu_clone_and_pickling_keep_layout_and_values",
+        "mutants:LOADING_FORGETS_REQUIRES_GRAD",
+        "ST-LIFE-18",
+        ["loaded metadata=", "requires_grad=True", '"requires_grad": true'],
+    ),
+    Mutant(
+        "size-of-holders-only",
+        "test_st_validation.py::test_construction_from_local_shards_checks_every_rank_and_keeps_the_data",
+        "mutants:SIZE_OF_HOLDERS_ONLY",
+        "ST-VALID-6",
+        ['"kind": "local"', "every rank should raise ValueError (ST-VALID-6)"],
+        "mutation-covering",
+    ),
+    Mutant(
+        "own-shards-checked-after-agreeing",
+        "test_st_validation.py::test_construction_from_local_shards_checks_every_rank_and_keeps_the_data",
+        "mutants:OWN_SHARDS_CHECKED_AFTER_AGREEING",
+        "ST-VALID-8",
+        ['"kind": "global"', "every rank should raise ValueError", "1 rank(s) did not"],
+    ),
+    Mutant(
+        "zero-dim-box-holds-nothing",
+        "test_st_validation.py::test_a_layout_is_accepted_exactly_when_it_tiles_the_tensor",
+        "mutants:ZERO_DIM_BOX_HOLDS_NOTHING",
+        "ST-VALID-1",
+        [
+            "but should be 'a result'",
+            "validate([{'offsets': [], 'sizes': [], 'placement': 'rank:0/cpu'}], size=[])",
         ],
     ),
     Mutant(
