@@ -18,6 +18,7 @@ import reference.dtensor as dt
 import reference.dtensor.dtensor as dt_dtensor
 import reference.dtensor.redistribute as dt_redistribute
 from conformance.adapters.reference import ReferenceAdapter
+from conformance.oracle.dt_api import contiguous_stride
 from conformance.vocabulary import Shard, parse_placement
 from reference.sharded_tensor import ChunkShardingSpec, validation
 from reference.sharded_tensor import from_local as st_from_local
@@ -577,16 +578,8 @@ class FromLocalStrideReadsTheStorage(ReferenceAdapter):
 
     def dt_from_local(self, local, mesh, placements, run_check, shape, stride):
         if stride is not None and not local.is_contiguous():
-            local = torch.as_strided(local, local.shape, _contiguous(local.shape))
+            local = torch.as_strided(local, local.shape, contiguous_stride(local.shape))
         return super().dt_from_local(local, mesh, placements, run_check, shape, stride)
-
-
-def _contiguous(shape) -> list[int]:
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.insert(0, step)
-        step *= max(n, 1)
-    return strides
 
 
 class PlacementsCheckedAgainstTheWorld(_PatchedTensors):
