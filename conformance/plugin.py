@@ -140,7 +140,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "edges(*families): the edge classes (conformance.edges) a test must draw"
     )
     config.addinivalue_line(
-        "markers", "volume(factor): a property that draws factor times the profile's examples"
+        "markers", "per_op: a test run once per op (its op parameter) fills the per-op table"
+    )
+    config.addinivalue_line(
+        "markers",
+        "volume(factor): a property that draws factor times the profile's examples (at least 1)",
     )
     missing = harness.missing_driver_dependency()
     if missing:
@@ -431,6 +435,8 @@ def _label_with_rules(items: list[pytest.Item]) -> None:
             size = callspec.params.get("world_size", "any") if callspec else "any"
             item.user_properties += [("rules", ",".join(cited)), ("world_size", str(size))]
             item.user_properties.append(("suite_id", suite_id(item)))
+            if item.get_closest_marker("per_op") and callspec and "op" in callspec.params:
+                item.user_properties.append(("op", callspec.params["op"]))
 
 
 def suite_id(item: pytest.Item) -> str:
@@ -503,14 +509,18 @@ def _at_volume(item: pytest.Item) -> AbstractContextManager[None]:
     """A property marked ``volume(factor)`` draws ``factor`` times the examples of the profile:
     a pure property's calls cost microseconds in a sandbox already running, and rare layouts (an
     overlap between boxes that are not neighbours in any order) need thousands of draws; a world
-    test whose cases cost milliseconds may double its draws to meet each of its classes. Each
-    example stays one input, so a failure shrinks to a minimal one in seconds."""
+    test whose cases cost milliseconds may double its draws to meet each of its classes, and a
+    test run once per op of a catalogue draws a fraction of them. Each example stays one input,
+    so a failure shrinks to a minimal one in seconds."""
     marker = item.get_closest_marker("volume")
     if marker is None:
         return nullcontext()
     (factor,) = marker.args
     return _with_settings(
-        item, lambda current: settings(current, max_examples=current.max_examples * factor)
+        item,
+        lambda current: settings(
+            current, max_examples=max(1, round(current.max_examples * factor))
+        ),
     )
 
 
@@ -699,6 +709,7 @@ class _RuleResults:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.table = rule_report.RuleTable(backend=config.getoption("--backend"))
+        self.ops = rule_report.RuleTable(backend=config.getoption("--backend"))
         self.known = {rule.id for rule in rules.load()}
         self.known_seen: dict[str, set[str]] = {}
         self.known_as: dict[str, dict[str, set[str]]] = {}  # test -> rule -> behaviours met
@@ -778,6 +789,9 @@ class _RuleResults:
         rest = [r for r in properties["rules"].split(",") if r not in stopped_by + known]
         ended_early = stopped_by or (known and verdict == "xfail")
         for size in _columns(properties, verdict):
+            if "op" in properties:
+                known_failure = known and verdict == "pass"
+                self.ops.add([properties["op"]], size, "xfail" if known_failure else verdict)
             self.table.add(stopped_by, size, verdict)
             self.table.add([r for r in known if r not in stopped_by], size, "xfail")
             self.table.add(rest, size, rule_report.BLOCKED if ended_early else verdict)
@@ -801,6 +815,10 @@ class _RuleResults:
         markdown = (
             run_info.render_markdown(info) + "\n" + rule_report.render_markdown(self.table, order)
         )
+        if self.ops.cells:
+            terminalreporter.section("shardspec: results per op (spec/dt-ops.md)")
+            terminalreporter.write_line(rule_report.render_text(self.ops, [], noun="op"))
+            markdown += "\n### Per op\n\n" + rule_report.render_markdown(self.ops, [], noun="op")
         if incomplete:
             markdown = f"**{incomplete}.**\n\n{markdown}"
         directory = self.config.getoption("--report-dir")
@@ -809,7 +827,9 @@ class _RuleResults:
             Path(directory, "rules.md").write_text(markdown)
             exit_code = int(self.session.exitstatus) if self.session is not None else None
             Path(directory, "rules.json").write_text(
-                rule_report.render_json(self.table, order, run=info, exit_code=exit_code)
+                rule_report.render_json(
+                    self.table, order, run=info, exit_code=exit_code, ops=self.ops
+                )
             )
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:

@@ -63,6 +63,12 @@ def draw_from_the_seed_alone() -> bool:
     return True
 
 
+def current_name() -> str:
+    """The name of the loaded profile (Hypothesis renamed where it keeps it)."""
+    named = getattr(settings, "get_current_profile_name", None)
+    return named() if named else getattr(settings, "_current_profile", "default")
+
+
 @contextmanager
 def changed(test: Any, change: Callable[[settings], settings]) -> Iterator[None]:
     """Run the property ``test`` under ``change(its settings)``.

@@ -75,21 +75,22 @@ def verdict_of(outcome: str, wasxfail: bool, skip_reason: str) -> str:
     return {"passed": "pass", "failed": "fail"}[outcome]
 
 
-def render_text(table: RuleTable, order: list[str]) -> str:
-    headers = ["rule", *table.headers()]
+def render_text(table: RuleTable, order: list[str], noun: str = "rule") -> str:
+    """The table as text; ``noun`` names its rows (``rule``, or ``op`` for the per-op table)."""
+    headers = [noun, *table.headers()]
     rows = [[rule, *cells] for rule, cells in table.rows(order)]
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
-    lines.append(_summary(table))
+    lines.append(_summary(table, noun))
     return "\n".join(line.rstrip() for line in lines)
 
 
-def render_markdown(table: RuleTable, order: list[str]) -> str:
-    headers = ["rule", *table.headers()]
+def render_markdown(table: RuleTable, order: list[str], noun: str = "rule") -> str:
+    headers = [noun, *table.headers()]
     lines = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
     lines += ["| " + " | ".join([rule, *cells]) + " |" for rule, cells in table.rows(order)]
-    return "\n".join([*lines, "", _summary(table), ""])
+    return "\n".join([*lines, "", _summary(table, noun), ""])
 
 
 def render_json(
@@ -97,16 +98,26 @@ def render_json(
     order: list[str],
     run: dict[str, str] | None = None,
     exit_code: int | None = None,
+    ops: RuleTable | None = None,
 ) -> str:
     """``{"run": header, "rules": {rule: {column: verdict}}, "summary": counts, "exit_code":
-    the run's}``: the exit code too, since a launcher (torchrun) replaces it with its own."""
-    rules = {
-        rule: dict(zip(table.headers(), cells, strict=True)) for rule, cells in table.rows(order)
+    the run's, "ops": {op: {column: verdict}}}``: the exit code too, since a launcher
+    (torchrun) replaces it with its own; ``ops`` where the run judged operators."""
+
+    def cells(t: RuleTable, row_order: list[str]) -> dict[str, dict[str, str]]:
+        return {key: dict(zip(t.headers(), c, strict=True)) for key, c in t.rows(row_order)}
+
+    data = {
+        "run": run or {},
+        "rules": cells(table, order),
+        "summary": table.counts(),
+        "exit_code": exit_code,
     }
-    data = {"run": run or {}, "rules": rules, "summary": table.counts(), "exit_code": exit_code}
+    if ops is not None and ops.cells:
+        data["ops"] = cells(ops, [])
     return json.dumps(data, indent=2, sort_keys=True)
 
 
-def _summary(table: RuleTable) -> str:
+def _summary(table: RuleTable, noun: str = "rule") -> str:
     counts = table.counts()
-    return "rules: " + ", ".join(f"{counts[v]} {v}" for v in SEVERITY if counts.get(v))
+    return f"{noun}s: " + ", ".join(f"{counts[v]} {v}" for v in SEVERITY if counts.get(v))

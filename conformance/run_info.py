@@ -14,6 +14,8 @@ import hypothesis
 import torch
 from hypothesis import settings
 
+from conformance import profiles
+
 
 def torch_build() -> str:
     """``2.13.0+cpu (CPU build, git 1a2b3c4)`` or ``2.11.0+cu130 (CUDA 13.0, git ...)``."""
@@ -26,8 +28,7 @@ def torch_build() -> str:
 def hypothesis_profile() -> str:
     """The loaded profile's name, examples per property, and whether they repeat every run."""
     current = settings.default
-    current_name = getattr(settings, "get_current_profile_name", None)  # Hypothesis >= 6.1xx
-    name = current_name() if current_name else getattr(settings, "_current_profile", "default")
+    name = profiles.current_name()
     seeding = "derandomized: the same examples every run" if current.derandomize else "random"
     return f"{name} ({current.max_examples} examples per property, {seeding})"
 

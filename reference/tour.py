@@ -1,6 +1,6 @@
 """The numbers of spec/tour.md, computed by the reference: one 5x3 tensor on a 2x2 mesh.
 
-    python -m reference.tour {locals,boxes,overlap,traffic}
+    python -m reference.tour {locals,boxes,overlap,traffic,sum}
 
 The tour shows each section's output verbatim and a test reruns it, so the tour cannot drift
 from the code it teaches. Everything here is pure: no process group is needed.
@@ -17,7 +17,8 @@ import torch
 from reference.dtensor.draw import blocks
 from reference.dtensor.interop import to_sharded_metadata
 from reference.dtensor.layout import index_sequences, local_shape_and_offset, take
-from reference.dtensor.placements import Placement, parse
+from reference.dtensor.ops import summed_placements
+from reference.dtensor.placements import Placement, parse, show
 from reference.dtensor.redistribute import Plan, plan
 from reference.sharded_tensor.metadata import ShardedTensorMetadata, ShardMetadata
 from reference.sharded_tensor.validation import check_layout
@@ -157,6 +158,21 @@ def traffic_text() -> str:
     return "\n".join(lines)
 
 
+def sum_text() -> str:
+    """``torch.sum(d, dim=0)`` by the reference's sum rule: every coordinate sums the rows it
+    holds, and the placements say what those local sums are."""
+    placements = summed_placements(SOURCE, len(SHAPE), [0], keepdim=False)
+    lines = [f"torch.sum(d, dim=0) of {show(SOURCE)}: local sums, placements {show(placements)}"]
+    for block in blocks(SHAPE, MESH_SHAPE, SOURCE, RANKS):
+        local = global_tensor()
+        for dim, sequence in enumerate(block.indices):
+            local = take(local, dim, list(sequence))
+        sums = " ".join(f"{v:g}" for v in local.sum(0).tolist())
+        lines.append(f"{block.legend()}: [{sums}]")
+    lines.append(f"full_tensor: {global_tensor().sum(0).tolist()}")
+    return "\n".join(lines)
+
+
 def _amount(elements: int, size: int) -> str:
     return f"{elements} = {elements * size} B"
 
@@ -166,6 +182,7 @@ SECTIONS = {
     "boxes": boxes_text,
     "overlap": overlap_text,
     "traffic": traffic_text,
+    "sum": sum_text,
 }
 
 

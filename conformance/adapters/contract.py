@@ -41,6 +41,7 @@ CAPABILITIES = {
     "interop": "to_sharded_metadata, a layout as ShardedTensor boxes, pure (INTEROP-1 to 7)",
     "interop_checkpoint": "the boxes a checkpoint of a live DTensor writes (INTEROP-8, 9)",
     "dtensor_factories": "zeros, ones, empty, full, rand, randn of a DTensor (DT-API-16 to 18)",
+    "dtensor_ops": "operators on DTensors, but the adapter's unclaimed_ops (DT-OP)",
     "cuda": "CUDA tensors on NCCL worlds",
     "rule_ids_in_messages": "error messages name the rule they enforce (ERR-5, a SHOULD)",
 }
@@ -329,6 +330,12 @@ class DTensorAdapter(Protocol):
         ``randn``) of global ``size``; ``fill_value`` for ``full`` only, ``dtype`` and
         ``placements`` ``None`` for the default (capability ``dtensor_factories``)."""
 
+    def dt_op(self, fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        """``fn(*args, **kwargs)``, some arguments DTensors of this implementation on one mesh:
+        the op as the implementation runs it, its outputs returned as it returns them
+        (capability ``dtensor_ops``, DT-OP). ``fn`` is the catalogue's callable (``torch.add``,
+        ``Tensor.view``, an OpInfo wrapper), the one the single-device result comes from."""
+
 
 class Adapter(ShardedTensorAdapter, DTensorAdapter, Protocol):
     """An implementation under the contract: both families' methods; a method of a family it
@@ -336,6 +343,9 @@ class Adapter(ShardedTensorAdapter, DTensorAdapter, Protocol):
 
     name: str
     capabilities: frozenset[str]
+    # Optional, with ``dtensor_ops``: the catalogue's ops (conformance/ops/catalogue.py names)
+    # it does not claim; they are reported as "not claimed".
+    unclaimed_ops: frozenset[str]
     # Optional: the implementation's version ("2.13.0+cpu"). It appears in the run's header, and
     # a registered adapter's known failures are chosen by it (conformance/known_failures.py).
     release: str

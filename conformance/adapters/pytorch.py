@@ -87,6 +87,7 @@ class PyTorchAdapter:
             "mesh_flatten",
             "cuda",
             "dtensor_factories",
+            "dtensor_ops",
             "interop_checkpoint",
         }
     )
@@ -261,6 +262,9 @@ class PyTorchAdapter:
         if kind == "_StridedShard":
             return _StridedShard(args[0], split_factor=args[1])
         return kinds[kind](*args)
+
+    def dt_op(self, fn, args, kwargs) -> Any:
+        return fn(*args, **kwargs)
 
     def dt_factory(self, op, size, mesh, placements, fill_value, dtype, requires_grad):
         options: dict[str, Any] = {"device_mesh": mesh, "requires_grad": requires_grad}

@@ -11,6 +11,7 @@ from conformance import vocabulary
 from conformance.vocabulary import ShardBox, properties_data, shard_box
 from reference import dtensor as dt
 from reference import sharded_tensor as st
+from reference.dtensor import ops as dt_ops
 from reference.dtensor.interop import checkpoint_plan, to_sharded_metadata
 from reference.verdict import group_of
 
@@ -55,6 +56,7 @@ class ReferenceAdapter:
             "mesh_flatten",
             "cuda",
             "dtensor_factories",
+            "dtensor_ops",
             "interop",
             "interop_checkpoint",
         }
@@ -203,6 +205,9 @@ class ReferenceAdapter:
 
     def dt_mesh_flatten(self, mesh: dt.DeviceMesh, names, name) -> dt.DeviceMesh:
         return mesh.flatten(names, name)
+
+    def dt_op(self, fn, args, kwargs) -> Any:
+        return dt_ops.call(fn, *args, **kwargs)
 
     def dt_factory(self, op, size, mesh, placements, fill_value, dtype, requires_grad):
         options = {"device_mesh": mesh, "placements": _placements(placements), "dtype": dtype,

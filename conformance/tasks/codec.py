@@ -17,12 +17,13 @@ import torch
 
 from conformance.adapters.contract import Adapter
 from conformance.oracle.dt_api import contiguous_stride
+from conformance.oracle.dt_ops import input_local
 from conformance.oracle.layout import source_local
 from conformance.oracle.mesh import coordinate
 from conformance.oracle.st_metadata import ShardMeta
 from conformance.oracle.st_ops import box
 from conformance.oracle.tensors import laid_out, make_global, torch_dtype
-from conformance.vocabulary import Mesh
+from conformance.vocabulary import Mesh, parse_placements
 from conformance.world.backends import Backend
 from conformance.world.protocol import BUILT_FACT, FACTS_ATTRIBUTE
 
@@ -166,3 +167,17 @@ def local_input(
     if coord is None:
         return make_global(shape, dtype, seed)
     return source_local(shape, dtype, seed, mesh_shape, placements, coord)
+
+
+def op_input(
+    rank: int,
+    value: torch.Tensor,
+    mesh_shape: list[int],
+    mesh_ranks: list[int],
+    placements: list[str],
+    seed: int,
+) -> torch.Tensor:
+    """What ``rank`` hands ``from_local`` for an op's input of ``value`` (spec/dt-ops.md,
+    "Inputs the suite draws"): its coordinate's layout slice of its part of the value."""
+    coord = coordinate(Mesh(tuple(mesh_shape), tuple(mesh_ranks)), rank)
+    return input_local(value, mesh_shape, parse_placements(placements), coord, seed)

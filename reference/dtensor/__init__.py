@@ -4,8 +4,8 @@ One module per job: ``placements`` (what a placement is), ``layout`` (what each 
 holds, pure), ``mesh`` (ranks in a grid and their groups), ``verdict`` (one outcome on every
 rank), ``collectives`` (data movement along one mesh dim, in coordinate order), ``redistribute``
 (transition plans), ``dtensor`` (the user-facing API), ``factories`` (DTensors made from a
-shape), ``interop`` (ShardedTensor boxes),
-``draw`` (a picture of a layout).
+shape), ``ops`` (operators on DTensors), ``interop`` (ShardedTensor boxes), ``draw`` (a picture
+of a layout).
 
 Each module's docstring lists the rules it implements and where they live.
 """

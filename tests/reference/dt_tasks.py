@@ -262,3 +262,35 @@ def checkpoint_plan(ctx: RankContext, shape, mesh_shape, ranks, placements: str)
     boxes = [(m.shard_offsets, m.shard_sizes, str(m.placement)) for m in plan.shards_metadata]
     kept = [list(plan.size), plan.tensor_properties.dtype]
     return {"boxes": boxes, "size_and_dtype": kept, "received": received[0]}
+
+
+def op_placements(ctx: RankContext, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each call ``{"op", "inputs": [[shape, placements], ...], "args"}`` of the reference's
+    dispatch on a 1-D mesh of the world, its inputs distributed from ``global_tensor``s (the
+    second one negated, so two inputs differ), a list among the args as a tensor: the output's
+    placements, global stride, local tensor and full tensor, and whether the inputs kept their
+    local tensors."""
+    from reference.dtensor import ops
+
+    mesh = DeviceMesh("cpu", list(range(ctx.world_size)))
+    seen = []
+    for call in calls:
+        inputs = [
+            distribute_tensor(global_tensor(shape) * (-1) ** i, mesh, pl.parse(p))
+            for i, (shape, p) in enumerate(call["inputs"])
+        ]
+        before = [d.to_local().clone() for d in inputs]
+        args = [torch.tensor(a) if isinstance(a, list) else a for a in call["args"]]
+        out = ops.call(getattr(torch, call["op"]), *inputs, *args)
+        seen.append(
+            {
+                "placements": pl.show(out.placements),
+                "stride": list(out.stride()),
+                "local": out.to_local().clone(),
+                "full": out.full_tensor(),
+                "inputs_kept": all(
+                    torch.equal(d.to_local(), b) for d, b in zip(inputs, before, strict=True)
+                ),
+            }
+        )
+    return seen

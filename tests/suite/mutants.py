@@ -16,6 +16,7 @@ import torch
 
 import reference.dtensor as dt
 import reference.dtensor.dtensor as dt_dtensor
+import reference.dtensor.ops as dt_ops
 import reference.dtensor.redistribute as dt_redistribute
 from conformance.adapters.reference import ReferenceAdapter
 from conformance.oracle.dt_api import contiguous_stride
@@ -701,7 +702,23 @@ class GatherLosesASecondBoxOnSubGroups(ReferenceAdapter):
             seen.add(shard.placement.rank())
 
 
+class SumKeepsItsPartsUnreduced(ReferenceAdapter):
+    """The reference's sum rule with ``R`` where a summed dim was sharded: every rank takes its
+    own part of the sum for the whole of it (DT-OP-3)."""
+
+    def dt_op(self, fn, args, kwargs):
+        rule = dt_ops.summed_placements
+
+        def unreduced(placements, ndim, dims, keepdim):
+            got = rule(placements, ndim, dims, keepdim)
+            return got and tuple(dt.Replicate() if isinstance(p, dt.Partial) else p for p in got)
+
+        with mock.patch.object(dt_ops, "summed_placements", unreduced):
+            return super().dt_op(fn, args, kwargs)
+
+
 CHUNK_OFFSET = ChunkOffsetPastTheEnd()
+SUM_UNREDUCED = SumKeepsItsPartsUnreduced()
 GATHER_WRITES_OUT = GatherWritesOutBeforeChecking()
 RESHARD_SPOILS_SOURCE = ReshardSpoilsItsSourceOnError()
 GATHER_DROPS_LAST = GatherDropsTheLastShard()

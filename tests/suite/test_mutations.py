@@ -386,6 +386,13 @@ MUTANTS = [
         ['"source": ["S(-1)", "S(-1)"]', '"target": ["R", "R"]'],
     ),
     Mutant(
+        "sum-keeps-its-parts-unreduced",
+        "test_dt_ops.py::test_an_op_on_dtensors_gives_the_single_device_result[sum]",
+        "mutants:SUM_UNREDUCED",
+        "DT-OP-3",
+        ['"op": "sum"', "full_tensor()"],
+    ),
+    Mutant(
         "partition-divides-bool",
         "test_dt_redistribute.py::test_partial_sources_reduce_and_partial_targets_partition",
         "mutants:PARTITION_DIVIDES_BOOL",

@@ -163,3 +163,31 @@ def test_a_run_prints_the_table_blaming_the_rule_a_check_names_and_writes_report
     markdown = (pytester.path / "out" / "rules.md").read_text()
     assert "| world sizes | 1,2 |" in markdown
     assert "| ST-SPEC-2 | pass | fail |  |" in markdown
+
+
+def ops_sample() -> RuleTable:
+    table = RuleTable()
+    table.add(["add"], "2", "pass")
+    table.add(["view"], "2", "xfail")
+    table.add(["view"], "3", "fail")
+    table.add(["mm"], "any", "not claimed")
+    return table
+
+
+class TestPerOpTable(TestCase):
+    def test_ops_render_as_rows_in_the_runs_order_of_names(self):
+        self.assertExpectedInline(
+            render_text(ops_sample(), [], noun="op"),
+            """\
+op    ws2    ws3   any
+add   pass
+mm                 not claimed
+view  xfail  fail
+ops: 1 fail, 1 pass, 1 not claimed""",
+        )
+
+
+def test_json_carries_the_per_op_table_beside_the_rules():
+    data = json.loads(render_json(sample(), ORDER, ops=ops_sample()))
+    assert data["ops"]["view"] == {"ws2": "xfail", "ws3": "fail", "any": ""}
+    assert "ops" not in json.loads(render_json(sample(), ORDER))

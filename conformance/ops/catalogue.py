@@ -1,0 +1,149 @@
+"""The op catalogue: operators and their sample inputs from the OpInfo database of the installed
+PyTorch (``torch.testing._internal.common_methods_invocations.op_db``), never written by hand.
+
+An op is named by its OpInfo name and variant (``"max/binary"``, ``"nn.functional.linear"``). A
+case carries the name, a dtype and a sample's index; the driver and every rank regenerate the
+same sample from the same seed, so a replay line stays short and the values are OpInfo's own.
+Each op of the core list belongs to one value class of the spec (DT-OP-1 to 3).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from hypothesis import settings
+from torch.utils import _pytree as pytree
+
+from conformance import profiles
+
+# DT-OP-1: only moves, selects or compares values, or rounds each one alone.
+EXACT = (
+    "view", "reshape", "transpose", "permute", "flatten", "t", "squeeze", "unsqueeze", "expand",
+    "narrow", "chunk", "split", "split/list_args", "cat", "stack", "__getitem__", "index_select",
+    "gather", "scatter", "nn.functional.embedding", "clone", "contiguous", "zero_", "to",
+    "where", "masked_fill", "neg", "abs", "sign", "clamp", "nn.functional.relu", "floor", "ceil",
+    "round", "trunc", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "isnan",
+    "logical_not", "amax", "amin", "argmax", "argmin", "max/reduction_with_dim",
+    "max/reduction_no_dim", "max/binary", "min/reduction_with_dim", "min/reduction_no_dim",
+    "min/binary", "ones_like", "zeros_like", "full_like", "flip", "tril", "triu", "roll",
+    "unbind", "movedim", "select", "squeeze/multiple", "logical_and", "logical_or",
+    "nn.functional.hardtanh", "fmax", "fmin", "nan_to_num", "heaviside", "copysign",
+)  # fmt: skip
+# DT-OP-2: each output element from the input elements at its index, by a vectorised kernel.
+ELEMENTWISE = (
+    "add", "sub", "mul", "div/no_rounding_mode", "div/trunc_rounding", "div/floor_rounding",
+    "true_divide", "reciprocal", "square", "sqrt", "rsqrt", "exp", "expm1", "log", "log1p",
+    "sin", "cos", "tanh", "sigmoid", "erf", "pow", "nn.functional.gelu", "nn.functional.silu",
+    "lerp", "addcmul", "addcdiv", "atan2", "exp2", "log2", "log10", "tan", "atan", "sinh",
+    "cosh", "asinh", "frac", "hypot", "xlogy",
+)  # fmt: skip
+# DT-OP-3: adds n terms (products, for the matrix ops) in an order the implementation picks.
+SUMS = (
+    "sum", "mean", "mm", "matmul", "bmm", "mv", "dot", "addmm", "nn.functional.linear",
+)  # fmt: skip
+
+CLASSES = {**dict.fromkeys(EXACT, "exact"), **dict.fromkeys(ELEMENTWISE, "elementwise"),
+           **dict.fromkeys(SUMS, "sums")}  # fmt: skip
+# The dtypes a case may draw, in order of preference: the op's own dtypes decide which it gets.
+DTYPES = ("float32", "float64", "int64")
+# Samples whose tensors hold more elements than this are left out: layouts over 4 ranks show
+# their edge cases on small tensors, and every element crosses a process boundary.
+MAX_ELEMENTS = 4096
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sample call: ``op(*args, **kwargs)``, whose tensor leaves (``pytree`` order over
+    ``(args, kwargs)``) are the inputs an op case distributes."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+    def leaves(self) -> tuple[list[Any], Any]:
+        return pytree.tree_flatten((self.args, self.kwargs))
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [x for x in self.leaves()[0] if isinstance(x, torch.Tensor)]
+
+    def with_tensors(self, tensors: list[Any]) -> Sample:
+        """The same call with its tensor leaves replaced, in order."""
+        leaves, spec = self.leaves()
+        replaced = iter(tensors)
+        new = [next(replaced) if isinstance(x, torch.Tensor) else x for x in leaves]
+        args, kwargs = pytree.tree_unflatten(new, spec)
+        return Sample(tuple(args), dict(kwargs))
+
+
+def op_id(info: Any) -> str:
+    return f"{info.name}/{info.variant_test_name}" if info.variant_test_name else info.name
+
+
+@functools.cache
+def _op_db() -> dict[str, Any]:
+    """OpInfo's database. Importing it loads PyTorch's own Hypothesis profile (its test
+    utilities do, for its test suite): the profile the run chose is loaded again after."""
+    profile = profiles.current_name()
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    settings.load_profile(profile)
+    return {op_id(info): info for info in op_db}
+
+
+def known(op: str) -> bool:
+    return op in _op_db()
+
+
+def function(op: str) -> Callable[..., Any]:
+    """The callable OpInfo tests: ``torch.add``, ``Tensor.view``, or OpInfo's own wrapper."""
+    info = _op_db().get(op)
+    if info is None:
+        raise KeyError(f"{op!r} is not an op of this PyTorch's OpInfo database")
+    return info.op
+
+
+def dtypes(op: str) -> list[str]:
+    """The dtypes of ``DTYPES`` that the op supports on the CPU, in that order."""
+    supported = _op_db()[op].supported_dtypes("cpu")
+    return [d for d in DTYPES if getattr(torch, d) in supported]
+
+
+@functools.cache
+def samples(op: str, dtype: str) -> tuple[Sample, ...]:
+    """The op's samples of ``dtype`` that a case can carry, made from a fixed seed on the CPU:
+    every process of one PyTorch release gets the same tensors. Samples that name a device, or
+    hold more than ``MAX_ELEMENTS`` elements, are left out."""
+    info = _op_db()[op]
+    state = random.getstate()
+    random.seed(0)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            made = list(info.sample_inputs("cpu", getattr(torch, dtype), requires_grad=False))
+    finally:
+        random.setstate(state)
+    kept = []
+    for s in made:
+        sample = Sample((s.input, *s.args), dict(s.kwargs))
+        leaves = sample.leaves()[0]
+        if any(isinstance(x, torch.device) or _names_a_device(x) for x in leaves):
+            continue
+        if sum(t.numel() for t in sample.tensors()) > MAX_ELEMENTS or not sample.tensors():
+            continue
+        kept.append(sample)
+    return tuple(kept)
+
+
+def call(op: str, sample: Sample) -> Any:
+    """The op applied to the sample's arguments: on plain tensors, the single-device result."""
+    return function(op)(*sample.args, **sample.kwargs)
+
+
+def _names_a_device(value: Any) -> bool:
+    """A device string (``"cpu"``, ``"cuda:0"``): a sample that moves a tensor across devices
+    says nothing about sharding, and names a device a rank may not have."""
+    return isinstance(value, str) and value.split(":")[0] in ("cpu", "cuda", "meta")

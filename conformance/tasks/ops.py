@@ -1,0 +1,79 @@
+"""Rank task for operators on DTensors (spec/dt-ops.md): build the sample's DTensor inputs, run
+the op through the adapter, and report every output and whether the inputs survived."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from conformance import adapters
+from conformance.ops import catalogue
+from conformance.tasks import codec
+from conformance.tasks.codec import contiguous_stride
+from conformance.tasks.dtensor import mesh
+from conformance.world import RankContext
+
+# The fact a raise carries when the op returned and reading its outputs failed (DT-OP-6).
+OUTPUT_READ = "output_read"
+
+
+def apply(
+    ctx: RankContext,
+    impl: str,
+    op: str,
+    dtype: str,
+    sample: int,
+    mesh_shape: list[int],
+    mesh_ranks: list[int],
+    placements: list[list[str]],
+    seed: int,
+) -> dict[str, Any]:
+    """The catalogue's sample ``sample`` of ``op`` with its ``i``-th tensor argument a DTensor
+    of ``placements[i]`` (built by ``from_local`` from this rank's part of it, the partial parts
+    from ``seed + i``), run by the implementation; report each output leaf (a DTensor's
+    ``full_tensor``, metadata, local shape and device; a plain tensor or a value as it is), each
+    input's ``full_tensor`` (what the implementation takes the input to be), and whether every
+    input kept its placements and local values."""
+    adapter = adapters.load(impl)
+    device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
+    call = catalogue.samples(op, dtype)[sample]
+    inputs = []
+    with codec.building():
+        for i, (value, texts) in enumerate(zip(call.tensors(), placements, strict=True)):
+            value = value.contiguous()
+            local = codec.op_input(ctx.rank, value, mesh_shape, mesh_ranks, texts, seed + i)
+            shape, stride = list(value.shape), contiguous_stride(value.shape)
+            local = local.to(ctx.device)
+            inputs.append(adapter.dt_from_local(local, device_mesh, texts, False, shape, stride))
+    held = [(adapter.dt_to_local(d).clone(), adapter.dt_describe(d)) for d in inputs]
+    with codec.building():
+        inputs_full = [adapter.dt_full_tensor(d).detach().cpu() for d in inputs]
+    run = call.with_tensors(inputs)
+    out = adapter.dt_op(catalogue.function(op), run.args, run.kwargs)
+    with codec.facts_on_raise(lambda: {OUTPUT_READ: False}):
+        outputs = [_output(adapter, leaf) for leaf in pytree.tree_leaves(out)]
+    kept = all(
+        torch.equal(adapter.dt_to_local(d), local) and adapter.dt_describe(d) == facts
+        for d, (local, facts) in zip(inputs, held, strict=True)
+    )
+    return {"inputs_full": inputs_full, "outputs": outputs, "inputs_unchanged": kept}
+
+
+def _output(adapter: Any, leaf: Any) -> dict[str, Any]:
+    """One output leaf as data: a plain ``torch.Tensor`` or a non-tensor value as it is, anything
+    else as the implementation's DTensor (``full_tensor`` is collective: every rank reaches it
+    for the same leaves, in order)."""
+    if type(leaf) is torch.Tensor:
+        return {"kind": "plain tensor", "value": leaf.detach().cpu()}
+    if leaf is None or isinstance(leaf, (bool, int, float, torch.Size, torch.dtype)):
+        return {"kind": "value", "value": leaf}
+    local = adapter.dt_to_local(leaf)
+    return {
+        "kind": "dtensor",
+        "describe": adapter.dt_describe(leaf),
+        "local_shape": list(local.shape),
+        "local_device": local.device.type,
+        "full": adapter.dt_full_tensor(leaf).detach().cpu(),
+    }

@@ -1,0 +1,127 @@
+"""The op chapter's oracle (conformance/oracle/dt_ops.py) and catalogue
+(conformance/ops/catalogue.py): partial inputs that reduce exactly in every order, the value
+bounds of DT-OP-2 and DT-OP-3, and samples every process regenerates alike."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import subprocess
+import sys
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conformance import profiles
+from conformance.ops import catalogue
+from conformance.oracle import dt_ops
+
+REDUCE = {"sum": torch.add, "avg": torch.add, "max": torch.maximum, "min": torch.minimum}
+SPECIAL = [float("inf"), float("-inf"), float("nan"), 0.0, -0.0, 0.5, -0.5, 2.5, 1e30, 3e-39]
+
+
+@given(
+    values=st.lists(st.floats(width=32) | st.sampled_from(SPECIAL), min_size=1, max_size=12),
+    op=st.sampled_from(["sum", "avg", "max", "min"]),
+    n=st.sampled_from([1, 2, 3, 4]),
+    seed=st.integers(0, 100),
+)
+def test_partial_parts_reduce_to_the_value_exactly_in_every_order(values, op, n, seed):
+    if op == "avg" and n == 3:
+        n = 4  # avg parts are drawn over power-of-two mesh dims only
+    value = torch.tensor(values, dtype=torch.float32)
+    parts = dt_ops.partial_parts(value, op, n, seed)
+    for order in itertools.permutations(parts):
+        reduced = functools.reduce(REDUCE[op], order)
+        if op == "avg":
+            reduced = reduced / n
+        assert dt_ops.exact(reduced, value), (order, value)
+
+
+@given(
+    values=st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=12),
+    op=st.sampled_from(["sum", "max", "min"]),
+    n=st.sampled_from([2, 3, 4]),
+)
+def test_integer_partial_parts_reduce_to_the_value(values, op, n):
+    value = torch.tensor(values, dtype=torch.int64)
+    parts = dt_ops.partial_parts(value, op, n, seed=7)
+    assert torch.equal(functools.reduce(REDUCE[op], parts), value)
+
+
+def test_partial_parts_spread_the_value_over_every_coordinate():
+    """Which part holds what varies per element: no coordinate holds the whole value, so an
+    implementation that reads one coordinate's part as the value is wrong somewhere."""
+    value = torch.linspace(-5.3, 7.7, 64)
+    for op in ("sum", "max", "min"):
+        parts = dt_ops.partial_parts(value, op, 3, seed=1)
+        assert not any(torch.equal(p, value) for p in parts), op
+
+
+def test_elementwise_bound_is_8_ulp():
+    expected = torch.tensor([1.0, -3.0, 1e-20, 0.0])
+    bound = dt_ops.elementwise_bound(expected)
+    eps = torch.finfo(torch.float32).eps
+    inside = expected + (7 * eps * expected.abs()).clamp(min=0)
+    outside = expected.double() + 9 * eps * expected.abs().double().clamp(min=1.2e-38)
+    assert dt_ops.within(inside, expected, bound)
+    assert not dt_ops.within(outside[:3].float(), expected[:3], bound[:3])
+
+
+@settings(max_examples=200)
+@given(
+    values=st.lists(st.floats(-1e6, 1e6, width=32), min_size=1, max_size=200),
+    chunks=st.integers(1, 9),
+)
+def test_a_sum_in_any_chunking_is_within_the_bound_and_a_lost_chunk_is_not(values, chunks):
+    """DT-OP-3's proof, tried: summing chunks and then their sums (what a sharded ``sum``
+    does) stays within ``6 γ(n + 2) Σ|x|`` of ``torch.sum``."""
+    x = torch.tensor(values, dtype=torch.float32)
+    expected = x.sum()
+    sharded = torch.stack([c.sum() for c in x.chunk(chunks)]).flip(0).sum()
+    bound = dt_ops.sums_bound(expected, x.abs().double().sum(), x.numel())
+    assert dt_ops.within(sharded, expected, bound)
+    last = x.chunk(chunks)[-1]
+    lost = x[: x.numel() - last.numel()].sum()
+    if last.double().sum().abs() > 2 * bound:
+        assert not dt_ops.within(lost, expected, bound)
+
+
+def test_within_wants_infinities_and_nan_where_the_result_has_them():
+    expected = torch.tensor([float("inf"), float("nan"), 1.0])
+    big = torch.tensor(1e30)
+    assert dt_ops.within(expected.clone(), expected, big)
+    assert not dt_ops.within(torch.tensor([float("-inf"), float("nan"), 1.0]), expected, big)
+    assert not dt_ops.within(torch.tensor([float("inf"), 0.0, 1.0]), expected, big)
+    assert not dt_ops.within(torch.tensor([float("inf"), float("nan"), float("nan")]), expected,
+                             big)  # fmt: skip
+
+
+def test_reading_the_catalogue_keeps_the_runs_hypothesis_profile():
+    """PyTorch's test utilities load their own Hypothesis profile when OpInfo is imported; the
+    run's profile must survive it."""
+    before = profiles.current_name()
+    assert catalogue.known("add")
+    assert profiles.current_name() == before
+
+
+SAMPLE_DIGEST = """
+import sys
+from conformance.ops import catalogue
+tensors = [t for op in sys.argv[1:] for s in catalogue.samples(op, "float32") for t in s.tensors()]
+print(sum(float(t.double().abs().sum()) for t in tensors), sum(t.numel() for t in tensors))
+"""
+
+
+@pytest.mark.parametrize("ops", [["add", "mm", "gather", "nn.functional.embedding"]])
+def test_another_process_regenerates_the_same_samples(ops):
+    """The driver judges what the ranks ran: both regenerate a sample from its op, dtype and
+    index, so both must get the same tensors."""
+    there = subprocess.run([sys.executable, "-c", SAMPLE_DIGEST, *ops], capture_output=True,
+                           text=True, check=True).stdout  # fmt: skip
+    tensors = [t for op in ops for s in catalogue.samples(op, "float32") for t in s.tensors()]
+    numel = sum(t.numel() for t in tensors)
+    mine = f"{sum(float(t.double().abs().sum()) for t in tensors)} {numel}"
+    assert there.strip() == mine
