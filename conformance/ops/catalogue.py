@@ -94,6 +94,11 @@ def _op_db() -> dict[str, Any]:
     return {op_id(info): info for info in op_db}
 
 
+def load() -> None:
+    """Import OpInfo's database now (seconds) rather than on first use."""
+    _op_db()
+
+
 def known(op: str) -> bool:
     return op in _op_db()
 
@@ -139,8 +144,11 @@ def samples(op: str, dtype: str) -> tuple[Sample, ...]:
 
 
 def call(op: str, sample: Sample) -> Any:
-    """The op applied to the sample's arguments: on plain tensors, the single-device result."""
-    return function(op)(*sample.args, **sample.kwargs)
+    """The op applied to copies of the sample's tensors: on plain tensors, the single-device
+    result. Copies, since some ops write an argument (``embedding`` with ``max_norm`` renormalises
+    its weight in place) and a sample is shared by every case that draws it."""
+    run = sample.with_tensors([t.clone() for t in sample.tensors()])
+    return function(op)(*run.args, **run.kwargs)
 
 
 def _names_a_device(value: Any) -> bool:

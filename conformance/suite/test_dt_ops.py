@@ -18,10 +18,13 @@ from conformance.ops import catalogue
 from conformance.oracle import dt_ops
 from conformance.oracle.layout import local_shape_and_offset
 from conformance.oracle.mesh import by_rank
+from conformance.oracle.placements import placements_verdict
+from conformance.oracle.vocabulary import VALID
 from conformance.tasks.ops import OUTPUT_READ
 from conformance.vocabulary import Mesh, parse_placements
-from conformance.world import Raised
+from conformance.world import Case, Raised
 from conformance.world.backends import backend_named
+from conformance.world.harness import HarnessError
 
 # The core list that ci judges: the ops of a transformer training step and their neighbours.
 # Named here, so that collecting the suite does not import OpInfo (seconds); an op the installed
@@ -167,7 +170,28 @@ def _judge_inputs(sample, args, values, context, blame: str | None) -> None:
                                           rule=blame or rule)  # fmt: skip
 
 
-def run_and_judge(run_case, world_size: int, args: dict[str, Any]) -> Any:
+# Importing OpInfo on a rank takes seconds, more than a case's timeout on a busy machine: every
+# world does it first, in a case of its own (a no-op once done).
+WARM = "conformance.tasks.ops:warm"
+WARM_TIMEOUT_S = 300.0
+
+
+@pytest.fixture
+def op_case(world_pool, run_case):
+    """``run_case("ops:apply", ...)`` on a world that has imported OpInfo; the driver imports it
+    here, before the test changes its Hypothesis settings (OpInfo registers profiles)."""
+    catalogue.load()
+
+    def run(world_size: int, **args: Any) -> Any:
+        warmed = world_pool.get(world_size).run(Case(WARM), timeout_s=WARM_TIMEOUT_S)
+        if not warmed.ok:
+            raise HarnessError(warmed.report("the ranks could not import OpInfo"))
+        return run_case("ops:apply", world_size, **args)
+
+    return run
+
+
+def run_and_judge(op_case, world_size: int, args: dict[str, Any]) -> Any:
     """Run an op case and judge it. On a mesh whose ranks are not ascending, its twin on the
     ascending mesh of that shape runs first: a failure there is the op's own, and a wrong value
     that only the other rank order shows breaks DT-MESH-8 (which the DT-MESH tests judge in
@@ -175,8 +199,8 @@ def run_and_judge(run_case, world_size: int, args: dict[str, Any]) -> Any:
     ascending = args["mesh_ranks"] == sorted(args["mesh_ranks"])
     if not ascending:
         twin = {**args, "mesh_ranks": sorted(args["mesh_ranks"])}
-        judge_op_case(run_case("ops:apply", world_size, **twin), twin)
-    result = run_case("ops:apply", world_size, **args)
+        judge_op_case(op_case(world_size, **twin), twin)
+    result = op_case(world_size, **args)
     judge_op_case(result, args, blame=None if ascending else "DT-MESH-8")
     return result
 
@@ -224,6 +248,9 @@ def judge_op_case(result, args: dict[str, Any], blame: str | None = None) -> Non
             judge.assert_equal(f"{what} stride", facts["stride"], list(want.stride()), context,
                                rule="DT-OP-5")  # fmt: skip
             placements = parse_placements(facts["placements"])
+            valid = placements_verdict(placements, mesh.ndim, want.dim()) == VALID
+            shown = f"{what} placements {facts['placements']} valid for {list(want.shape)}"
+            judge.assert_equal(shown, valid, True, context, rule="DT-OP-6")
             local_shape, _ = local_shape_and_offset(want.shape, mesh.shape, placements,
                                                     coords[rank])  # fmt: skip
             judge.assert_equal(f"{what} local shape ({facts['placements']})", out["local_shape"],
@@ -242,7 +269,7 @@ def judge_op_case(result, args: dict[str, Any], blame: str | None = None) -> Non
 @pytest.mark.parametrize("op", CORE)
 @given(data=st.data())
 def test_an_op_on_dtensors_gives_the_single_device_result(
-    impl, available_world_sizes, run_case, op, data
+    impl, available_world_sizes, op_case, op, data
 ):
     """One test per op, so that a known failure of one op cannot hide another's, each drawing
     a sixth of the profile's examples: its samples, dtypes, meshes and layouts."""
@@ -252,13 +279,13 @@ def test_an_op_on_dtensors_gives_the_single_device_result(
     if not catalogue.known(op) or not any(catalogue.samples(op, d) for d in catalogue.dtypes(op)):
         pytest.skip(f"{op}: no sample in the OpInfo database of torch {torch.__version__}")
     world_size, args = data.draw(op_cases(impl, op, available_world_sizes))
-    run_and_judge(run_case, world_size, args)
+    run_and_judge(op_case, world_size, args)
 
 
 @pytest.mark.rules("DT-OP-9", "DT-MESH-8", "DT-REDIST-3", "DT-REDIST-4")
 @given(data=st.data())
 def test_an_ops_result_does_not_depend_on_the_ops_before_it(
-    impl, available_world_sizes, run_case, data
+    impl, available_world_sizes, op_case, data
 ):
     """One op called on one sample laid out one way, then on another sample of it laid out
     another way (what a cache of propagation decisions may confuse with the first: the same op,
@@ -274,7 +301,7 @@ def test_an_ops_result_does_not_depend_on_the_ops_before_it(
              for t in samples[index].tensors()]  # fmt: skip
     seen = []
     for args in (first, {**first, "sample": index, "placements": other}, first):
-        result = run_and_judge(run_case, world_size, args)
+        result = run_and_judge(op_case, world_size, args)
         if any(isinstance(o, Raised) for o in result.outcomes):  # an allowed refusal
             seen.append(sorted({o.type for o in result.outcomes if isinstance(o, Raised)}))
             continue
