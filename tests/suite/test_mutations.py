@@ -17,6 +17,8 @@ from conformance import rules
 
 ROOT = Path(__file__).resolve().parents[2]
 
+pytestmark = pytest.mark.mutation
+
 
 def run_suite(test_file: str, impl: str, profile: str = "mutation") -> str:
     """Run one suite file, or one test of it (``file::test``), against a mutant."""
