@@ -45,8 +45,6 @@ ELEMENTWISE = frozenset(
      torch.tanh, torch.sigmoid, torch.sqrt, torch.maximum, torch.minimum, torch.where]
 )  # fmt: skip
 
-Rule = Callable[[Callable[..., Any], list[DTensor], Any, Any], Any]
-
 
 def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` with DTensors among the arguments: their op on the full tensors,
