@@ -4,7 +4,7 @@ PyTorch (``torch.testing._internal.common_methods_invocations.op_db``), never wr
 An op is named by its OpInfo name and variant (``"max/binary"``, ``"nn.functional.linear"``). A
 case carries the name, a dtype and a sample's index; the driver and every rank regenerate the
 same sample from the same seed, so a replay line stays short and the values are OpInfo's own.
-Each op of the core list belongs to one value class of the spec (DT-OP-1 to 3).
+Each op of the core list belongs to one value class of the spec (DT-OP-1 to 3, 10).
 """
 
 from __future__ import annotations
@@ -47,8 +47,14 @@ SUMS = (
     "sum", "mean", "mm", "matmul", "bmm", "mv", "dot", "addmm", "nn.functional.linear",
 )  # fmt: skip
 
+# DT-OP-10: chains reductions and kernels; each has a bound of its own (oracle.composite_bounds).
+COMPOSITE = (
+    "softmax", "log_softmax", "var", "std", "nn.functional.layer_norm", "nn.functional.rms_norm",
+    "nn.functional.nll_loss", "nn.functional.cross_entropy",
+)  # fmt: skip
+
 CLASSES = {**dict.fromkeys(EXACT, "exact"), **dict.fromkeys(ELEMENTWISE, "elementwise"),
-           **dict.fromkeys(SUMS, "sums")}  # fmt: skip
+           **dict.fromkeys(SUMS, "sums"), **dict.fromkeys(COMPOSITE, "composite")}  # fmt: skip
 # The dtypes a case may draw, in order of preference: the op's own dtypes decide which it gets.
 DTYPES = ("float32", "float64", "int64")
 # Samples whose tensors hold more elements than this are left out: layouts over 4 ranks show

@@ -84,6 +84,15 @@ def input_local(
     return local_tensor(value, mesh_shape, placements, coord)
 
 
+def significant_stride(shape: Sequence[int], stride: Sequence[int]) -> list[int | None]:
+    """DT-OP-5's stride: each dim's, ``None`` for a dim of length 1, whose stride addresses no
+    other element; nothing for a tensor without elements (PyTorch's own significant strides,
+    ``torch._prims_common.check_significant_strides``)."""
+    if math.prod(shape) == 0:
+        return []
+    return [s if n > 1 else None for n, s in zip(shape, stride, strict=True)]
+
+
 def gamma(k: int, dtype: torch.dtype) -> float:
     """``γ(k) = k·u / (1 − k·u)``, ``u`` the unit roundoff (Higham §3.1)."""
     u = torch.finfo(dtype).eps / 2
@@ -102,17 +111,22 @@ def sums_bound(expected: torch.Tensor, magnitude: torch.Tensor, terms: int) -> t
     return 6 * gamma(terms + 2, expected.dtype) * magnitude.double().abs()
 
 
-def within(got: torch.Tensor, expected: torch.Tensor, bound: torch.Tensor) -> bool:
+def within(
+    got: torch.Tensor, expected: torch.Tensor, bound: torch.Tensor, free: torch.Tensor | None = None
+) -> bool:
     """``|got − expected| ≤ bound`` element for element, with infinities and NaN where the
-    expected result has them and nowhere else."""
+    expected result has them and nowhere else; elements where ``free`` is true are not
+    compared (DT-OP-10: an exact value too ill-conditioned to constrain)."""
     if got.shape != expected.shape or got.dtype != expected.dtype:
         return False
     g, e = got.double(), expected.double()
+    judged = torch.ones_like(e, dtype=torch.bool) if free is None else ~free.expand_as(e)
+    g, e, bound = g[judged], e[judged], bound.expand(judged.shape)[judged]
     special = g.isinf() | e.isinf()
     if not torch.equal(g.isnan(), e.isnan()) or not torch.equal(g[special], e[special]):
         return False
     finite = e.isfinite()
-    return bool(((g - e).abs() <= bound.expand_as(e))[finite].all())
+    return bool(((g - e).abs() <= bound)[finite].all())
 
 
 def exact(got: torch.Tensor, expected: torch.Tensor) -> bool:
