@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from hypothesis import Phase, seed, settings
 from hypothesis.errors import Flaky, Unsatisfiable
 
@@ -32,6 +33,7 @@ from conformance import (
     symptoms,
 )
 from conformance import report as rule_report
+from conformance.ops import catalogue
 from conformance.symptoms import Symptom
 from conformance.tasks import pure as pure_tasks
 from conformance.world import attach, harness, stop
@@ -49,6 +51,7 @@ _KNOWN_RULES = pytest.StashKey[dict[str, Symptom]]()
 _EXPECTED_TO_FAIL = pytest.StashKey[known_failures.XFail]()
 _RUN_INFO = pytest.StashKey[dict[str, Any]]()
 _BORROWED = pytest.StashKey[bool]()
+_OPS = pytest.StashKey[list[str]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -109,6 +112,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "run: 1 unless told)",
     )
     group.addoption(
+        "--ops",
+        default=None,
+        help="the ops the per-op tests judge: core (the default), all (every op of the installed "
+        "OpInfo database with a sample; the thorough profile's default) or comma-separated "
+        "op names",
+    )
+    group.addoption(
         "--start-method",
         default=None,
         choices=["fork", "forkserver", "spawn"],
@@ -146,6 +156,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "volume(factor): a property that draws factor times the profile's examples (at least 1)",
     )
+    # The driver forks the ranks of every local world. Once a process's OpenMP pool has started
+    # threads, a forked child's first parallel region hangs (libgomp is not fork-safe), and a
+    # 1-rank world keeps the driver's thread count. The driver's own computing (oracles, an op's
+    # single-device result) is small: it runs on one thread, so no pool starts.
+    torch.set_num_threads(1)
     missing = harness.missing_driver_dependency()
     if missing:
         pytest.exit(f"shardspec: environment error: {missing}", returncode=harness.EXIT_CODE)
@@ -157,7 +172,11 @@ def pytest_configure(config: pytest.Config) -> None:
         except ValueError as exc:
             raise pytest.UsageError(f"{option}: {exc}") from None
     impl_name = config.getoption("--impl")
-    release = getattr(load_impl(impl_name), "release", None)
+    impl = load_impl(impl_name)
+    release = getattr(impl, "release", None)
+    if config.getoption("--ops") not in (None, "core", "all"):
+        chosen_ops(config)
+    _check_unclaimed_ops(impl)
     try:
         rank_devices.use(backend_named(config.getoption("--backend")))
         given = config.getoption("--xfails")
@@ -256,10 +275,47 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return ["shardspec " + line for line in run_info.render_lines(header(config))]
 
 
+def chosen_ops(config: pytest.Config) -> list[str]:
+    """The ops ``--ops`` names (spec/dt-ops.md's catalogue), checked: a name the installed
+    release's OpInfo database lacks is a usage error, said in one line."""
+    if _OPS not in config.stash:
+        profile = config.getoption("hypothesis_profile", None) or "quick"
+        raw = config.getoption("--ops") or ("all" if profile == "thorough" else "core")
+        if raw == "core":
+            config.stash[_OPS] = list(catalogue.CORE_OPS)
+        elif raw == "all":
+            config.stash[_OPS] = catalogue.all_ops()
+        else:
+            names = list(dict.fromkeys(n.strip() for n in raw.split(",") if n.strip()))
+            unknown = [n for n in names if not catalogue.known(n)]
+            if unknown or not names:
+                raise pytest.UsageError(
+                    f"--ops: {', '.join(unknown) or repr(raw)}: not an op of the OpInfo database "
+                    f"of torch {torch.__version__} (core, all, or names such as add,softmax)"
+                )
+            config.stash[_OPS] = names
+    return config.stash[_OPS]
+
+
+def _check_unclaimed_ops(impl: Any) -> None:
+    """An adapter's ``unclaimed_ops``, where it lists them, names ops of the catalogue."""
+    unclaimed = getattr(impl, "unclaimed_ops", None)
+    if isinstance(unclaimed, (set, frozenset)) and unclaimed:
+        unknown = sorted(op for op in unclaimed if not catalogue.known(op))
+        if unknown:
+            raise pytest.UsageError(
+                f"--impl: unclaimed_ops names {', '.join(unknown)}, not ops of the OpInfo "
+                f"database of torch {torch.__version__}"
+            )
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test that asks for ``world`` runs once per world size of this run, unless it chooses
-    its own sizes by taking a ``world_size`` argument."""
+    its own sizes by taking a ``world_size`` argument; a ``per_op`` test runs once per op of
+    ``--ops``."""
     own_arguments = inspect.signature(metafunc.function).parameters
+    if metafunc.definition.get_closest_marker("per_op") and "op" in own_arguments:
+        metafunc.parametrize("op", chosen_ops(metafunc.config))
     if "world" in metafunc.fixturenames and "world_size" not in own_arguments:
         sizes = world_sizes(metafunc.config)
         metafunc.parametrize("world_size", sizes, ids=[f"ws{n}" for n in sizes], scope="session")

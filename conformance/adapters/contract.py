@@ -23,7 +23,7 @@ Rules an adapter does not claim (see ``CAPABILITIES``) are reported as "not clai
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import Any, Protocol
 
 import torch
@@ -344,8 +344,9 @@ class Adapter(ShardedTensorAdapter, DTensorAdapter, Protocol):
     name: str
     capabilities: frozenset[str]
     # Optional, with ``dtensor_ops``: the catalogue's ops (conformance/ops/catalogue.py names)
-    # it does not claim; they are reported as "not claimed".
-    unclaimed_ops: frozenset[str]
+    # it does not claim, reported as "not claimed": a set, or any container that answers ``in``
+    # (the torch adapter's reads PyTorch's registries op by op).
+    unclaimed_ops: Container[str]
     # Optional: the implementation's version ("2.13.0+cpu"). It appears in the run's header, and
     # a registered adapter's known failures are chosen by it (conformance/known_failures.py).
     release: str

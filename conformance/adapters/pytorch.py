@@ -39,6 +39,7 @@ from torch.distributed.tensor._utils import _compute_local_shape_and_global_offs
 from torch.distributed.tensor.placement_types import _StridedShard
 
 from conformance import vocabulary
+from conformance.adapters.pytorch_ops import Unclaimed
 from conformance.vocabulary import ShardBox, properties_data, shard_box
 
 
@@ -91,6 +92,8 @@ class PyTorchAdapter:
             "interop_checkpoint",
         }
     )
+    # Every op DTensor has a strategy, rule, handler or decomposition for (pytorch_ops.claimed).
+    unclaimed_ops = Unclaimed()
 
     # -- ShardedTensor ------------------------------------------------------------------------
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +87,15 @@ class Sample:
         return Sample(tuple(args), dict(kwargs))
 
 
+@contextmanager
+def quietly() -> Iterator[None]:
+    """Run an op here, in the driver, as if it were not run: its random draws on a forked
+    generator, its warnings kept out of the run's output."""
+    with warnings.catch_warnings(), torch.random.fork_rng(devices=[]):
+        warnings.simplefilter("ignore")
+        yield
+
+
 def op_id(info: Any) -> str:
     return f"{info.name}/{info.variant_test_name}" if info.variant_test_name else info.name
 
@@ -123,11 +134,46 @@ def dtypes(op: str) -> list[str]:
     return [d for d in DTYPES if getattr(torch, d) in supported]
 
 
+CORE_OPS = tuple(CLASSES)
+
+
+def all_ops() -> list[str]:
+    """Every op of the OpInfo database with a sample of one of ``DTYPES``: what ``--ops all``
+    (the ``thorough`` profile's default) judges."""
+    return sorted(op for op in _op_db() if any(samples(op, d) for d in dtypes(op)))
+
+
+def value_class(op: str) -> str | None:
+    """The op's value class (DT-OP-1 to 3, 10), or ``None``: no bound is proved for it, and its
+    values are not compared (spec/dt-ops.md, "Ops of no class")."""
+    return CLASSES.get(op)
+
+
+@functools.cache
+def writes_its_inputs(op: str) -> bool:
+    """Whether the op changes a tensor it is given (an in-place variant such as
+    ``normal/in_place``): DT-OP-8 is about out-of-place ops only."""
+    for dtype in dtypes(op):
+        for sample in samples(op, dtype):
+            given = [t.clone() for t in sample.tensors()]
+            run = sample.with_tensors(given)
+            with quietly():
+                function(op)(*run.args, **run.kwargs)
+            if any(not _same(a, b) for a, b in zip(given, sample.tensors(), strict=True)):
+                return True
+    return False
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and bool(torch.eq(a, b).logical_or(a.isnan() & b.isnan()).all())
+
+
 @functools.cache
 def samples(op: str, dtype: str) -> tuple[Sample, ...]:
     """The op's samples of ``dtype`` that a case can carry, made from a fixed seed on the CPU:
-    every process of one PyTorch release gets the same tensors. Samples that name a device, or
-    hold more than ``MAX_ELEMENTS`` elements, are left out."""
+    every process of one PyTorch release gets the same tensors. Samples that name a device,
+    hold more than ``MAX_ELEMENTS`` elements, or on which the op itself raises on one device (a
+    sample OpInfo made for an error test) are left out."""
     info = _op_db()[op]
     state = random.getstate()
     random.seed(0)
@@ -143,10 +189,39 @@ def samples(op: str, dtype: str) -> tuple[Sample, ...]:
         leaves = sample.leaves()[0]
         if any(isinstance(x, torch.device) or _names_a_device(x) for x in leaves):
             continue
-        if sum(t.numel() for t in sample.tensors()) > MAX_ELEMENTS or not sample.tensors():
+        tensors = sample.tensors()
+        if sum(t.numel() for t in tensors) > MAX_ELEMENTS or not tensors:
             continue
-        kept.append(sample)
+        if any(t.layout != torch.strided for t in tensors):  # sparse: DTensor shards dense ones
+            continue
+        if _real_result(info.op, sample):
+            kept.append(sample)
     return tuple(kept)
+
+
+def _real_result(fn: Callable[..., Any], sample: Sample) -> bool:
+    """Whether ``fn`` returns on copies of the sample, with dense tensors of ``_CARRIED``
+    dtypes only: a sample OpInfo made for an error test has no single-device result, and
+    complex or sparse outputs are outside the dtypes a case draws."""
+    run = sample.with_tensors([t.clone() for t in sample.tensors()])
+    with quietly():
+        try:
+            result = fn(*run.args, **run.kwargs)
+        except Exception:  # whichever it raises, the op has no single-device result here
+            return False
+    return all(
+        x.layout == torch.strided and x.dtype in _CARRIED
+        for x in pytree.tree_leaves(result)
+        if isinstance(x, torch.Tensor)
+    )
+
+
+# The dtypes an output may have: real ones that a rank's reply carries back to the driver
+# (pickle does not rebuild uint16 to uint64 storages).
+_CARRIED = frozenset(
+    {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+     torch.bfloat16, torch.float32, torch.float64}
+)  # fmt: skip
 
 
 def call(op: str, sample: Sample) -> Any:
@@ -154,7 +229,8 @@ def call(op: str, sample: Sample) -> Any:
     result. Copies, since some ops write an argument (``embedding`` with ``max_norm`` renormalises
     its weight in place) and a sample is shared by every case that draws it."""
     run = sample.with_tensors([t.clone() for t in sample.tensors()])
-    return function(op)(*run.args, **run.kwargs)
+    with quietly():
+        return function(op)(*run.args, **run.kwargs)
 
 
 def _names_a_device(value: Any) -> bool:

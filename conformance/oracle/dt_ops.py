@@ -25,8 +25,8 @@ def partial_parts(value: torch.Tensor, op: str, n: int, seed: int) -> list[torch
     one holds ``round(v)`` and another ``v - round(v)`` (both exact; integers split in halves),
     the rest ``0``; for ``avg`` (``n`` a power of two), one holds ``n * v``, the rest ``0``; for
     ``max`` (``min``), one holds ``v``, the rest ``-inf`` (``inf``; integers: the lowest (highest)
-    value). Which part
-    holds what is drawn per element from ``seed``."""
+    value), and NaN everywhere ``v`` is NaN. Which part holds what is drawn per element from
+    ``seed``."""
     if n == 1:
         return [value.clone()]
     generator = torch.Generator().manual_seed(seed)
@@ -48,8 +48,12 @@ def partial_parts(value: torch.Tensor, op: str, n: int, seed: int) -> list[torch
             extreme = -math.inf if lowest else math.inf
         else:
             extreme = torch.iinfo(value.dtype).min if lowest else torch.iinfo(value.dtype).max
-        main, filler = value, torch.full_like(value, extreme)
-        rest = filler
+        # NaN in every part: a max by comparisons (Gloo's, std::max) keeps whichever operand
+        # comes first when one is NaN, so one NaN part would reduce by the order.
+        filler = torch.full_like(value, extreme)
+        if floating:
+            filler = torch.where(value.isnan(), value, filler)
+        main, rest = value, filler
     parts = []
     for i in range(n):
         part = torch.where(first == i, main, filler)

@@ -26,10 +26,10 @@ from conformance.world import Case, Raised
 from conformance.world.backends import backend_named
 from conformance.world.harness import HarnessError
 
-# The core list that ci judges: the ops of a transformer training step and their neighbours.
-# Named here, so that collecting the suite does not import OpInfo (seconds); an op the installed
-# release's OpInfo lacks is skipped when its test runs.
-CORE = list(catalogue.CLASSES)
+# The core list (the default of --ops): the ops of a transformer training step and their
+# neighbours, named without importing OpInfo (seconds); an op the installed release's OpInfo
+# lacks is skipped when its test runs.
+CORE = list(catalogue.CORE_OPS)
 POWERS_OF_TWO = (1, 2, 4, 8)
 
 
@@ -131,8 +131,10 @@ def _terms(op: str, sample: catalogue.Sample, expected: torch.Tensor) -> int:
 
 def _judge_value(op, sample, got, expected, context, blame: str | None) -> None:
     """DT-OP-1 to 3 and 10 by the op's class; a wrong value is blamed on ``blame`` where
-    given."""
-    kind = catalogue.CLASSES[op]
+    given. An op of no class has no value rule (random, uninitialised or unbounded values)."""
+    kind = catalogue.value_class(op)
+    if kind is None:
+        return
     if kind == "exact" or not expected.is_floating_point():
         if not dt_ops.exact(got, expected):
             judge.assert_tensor_exact("full_tensor()", got, expected, context,
@@ -143,7 +145,8 @@ def _judge_value(op, sample, got, expected, context, blame: str | None) -> None:
         rule, bound = "DT-OP-2", dt_ops.elementwise_bound(expected)
     elif kind == "composite":
         rule = "DT-OP-10"
-        bound = composite_bounds.bound(op, sample.args, sample.kwargs, expected)
+        with catalogue.quietly():
+            bound = composite_bounds.bound(op, sample.args, sample.kwargs, expected)
         free = bound.isinf()
     else:
         magnitude = _magnitude(op, sample)
@@ -234,10 +237,12 @@ def judge_op_case(result, args: dict[str, Any], blame: str | None = None) -> Non
         judge.fail(result.report("every rank should hold the same output placements"),
                    "DT-OP-6", symptoms.WRONG_VALUE)  # fmt: skip
     _judge_inputs(sample, args, values, context, blame)
+    out_of_place = not catalogue.writes_its_inputs(args["op"])
     for rank, got in enumerate(values):
         where = f"rank {rank}"
-        judge.assert_equal(f"{where}: inputs unchanged", got["inputs_unchanged"], True, context,
-                           rule="DT-OP-8")  # fmt: skip
+        if out_of_place:
+            judge.assert_equal(f"{where}: inputs unchanged", got["inputs_unchanged"], True,
+                               context, rule="DT-OP-8")  # fmt: skip
         judge.assert_equal(f"{where}: number of outputs", len(got["outputs"]), len(expected),
                            context, rule="DT-OP-4")  # fmt: skip
         for i, (out, want) in enumerate(zip(got["outputs"], expected, strict=True)):
@@ -275,7 +280,6 @@ def judge_op_case(result, args: dict[str, Any], blame: str | None = None) -> Non
 )  # fmt: skip
 @pytest.mark.volume(1 / 6)
 @pytest.mark.per_op
-@pytest.mark.parametrize("op", CORE)
 @given(data=st.data())
 def test_an_op_on_dtensors_gives_the_single_device_result(
     impl, available_world_sizes, op_case, op, data

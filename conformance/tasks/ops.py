@@ -55,10 +55,17 @@ def apply(
     with codec.facts_on_raise(lambda: {OUTPUT_READ: False}):
         outputs = [_output(adapter, leaf) for leaf in pytree.tree_leaves(out)]
     kept = all(
-        torch.equal(adapter.dt_to_local(d), local) and adapter.dt_describe(d) == facts
+        _same(adapter.dt_to_local(d), local) and adapter.dt_describe(d) == facts
         for d, (local, facts) in zip(inputs, held, strict=True)
     )
     return {"inputs_full": inputs_full, "outputs": outputs, "inputs_unchanged": kept}
+
+
+def _same(now: torch.Tensor, before: torch.Tensor) -> bool:
+    """The same values, NaN where NaN was (a sample may hold NaN: ``torch.equal`` is False)."""
+    return now.shape == before.shape and bool(
+        torch.eq(now, before).logical_or(now.isnan() & before.isnan()).all()
+    )
 
 
 def _output(adapter: Any, leaf: Any) -> dict[str, Any]:

@@ -284,7 +284,15 @@ class LocalWorld:
         if self.process_group:
             LEDGER.record(self.world_size)
         started = time.monotonic()
-        outcomes = self._exchange(case, timeout_s or self.case_timeout_s)
+        try:
+            outcomes = self._exchange(case, timeout_s or self.case_timeout_s)
+        except Exception as exc:
+            # A reply the driver cannot read leaves the other ranks' replies unread: the world is
+            # replaced, or the next case would read them as its own.
+            self._kill()
+            raise HarnessError(
+                f"the driver could not read a rank's reply to {case.task}: {exc!r}"
+            ) from exc
         result = CaseResult(
             case, outcomes, self.world_size, self.backend.name, time.monotonic() - started
         )

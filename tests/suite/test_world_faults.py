@@ -23,6 +23,7 @@ from conformance.world import (
     step,
 )
 from conformance.world.costs import COSTS
+from conformance.world.harness import HarnessError
 
 TIMEOUT_S = 4.0
 GRACE_S = 2.0
@@ -282,3 +283,14 @@ def test_a_torch_that_cannot_count_operations_gets_a_fresh_world_after_every_rai
         )
         assert not [pid for pid in before if alive(pid)]
         assert world.run(Case("world_tasks:whoami")).ok
+
+
+def test_a_reply_the_driver_cannot_read_is_an_error_of_the_suite_and_replaces_the_world(world4):
+    """The other ranks' replies stay unread: a world kept would hand them to the next case as
+    its own (an op case once read the warm-up's None as its outputs)."""
+    with pytest.raises(HarnessError, match="could not read a rank's reply"):
+        world4.run(Case("world_tasks:unreadable_reply"))
+    assert not world4.running
+    after = world4.run(Case("world_tasks:whoami"))
+    assert after.ok, after.report("the case after an unreadable reply")
+    assert [v[0] for v in after.values()] == [0, 1, 2, 3]

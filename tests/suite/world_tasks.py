@@ -178,3 +178,8 @@ def process_groups(ctx: RankContext) -> int:
 def threads(ctx: RankContext) -> int:
     """The intra-op threads this rank computes on."""
     return torch.get_num_threads()
+
+
+def unreadable_reply(ctx: RankContext) -> torch.Tensor:
+    """A reply pickle writes and cannot read back (a uint64 storage), on rank 0 only."""
+    return torch.zeros(2, dtype=torch.uint64 if ctx.rank == 0 else torch.int64)
