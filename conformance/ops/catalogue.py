@@ -149,6 +149,39 @@ def value_class(op: str) -> str | None:
     return CLASSES.get(op)
 
 
+def in_place(op: str) -> Callable[..., Any] | None:
+    """The op's in-place variant (``Tensor.add_`` for ``add``), which writes its first tensor
+    argument (DT-OP-11), or ``None``."""
+    return _op_db()[op].inplace_variant
+
+
+@functools.cache
+def in_place_ops() -> list[str]:
+    """The core ops with an in-place variant that runs on one of their samples."""
+    return [
+        op
+        for op in CORE_OPS
+        if known(op) and in_place(op) and any(in_place_samples(op, d) for d in dtypes(op))
+    ]
+
+
+@functools.cache
+def in_place_samples(op: str, dtype: str) -> tuple[int, ...]:
+    """The indices of the op's samples (``samples``) on which its in-place variant returns on
+    one device: its first argument must take the result's shape and dtype."""
+    variant = in_place(op)
+    return tuple(i for i, sample in enumerate(samples(op, dtype)) if _real_result(variant, sample))
+
+
+def call_in_place(op: str, sample: Sample) -> tuple[Any, torch.Tensor]:
+    """The in-place variant on copies of the sample's tensors: what it returns, and its first
+    argument after the call (the single-device result of DT-OP-11)."""
+    run = sample.with_tensors([t.clone() for t in sample.tensors()])
+    with quietly():
+        returned = in_place(op)(*run.args, **run.kwargs)
+    return returned, run.tensors()[0]
+
+
 @functools.cache
 def writes_its_inputs(op: str) -> bool:
     """Whether the op changes a tensor it is given (an in-place variant such as

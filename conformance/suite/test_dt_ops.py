@@ -75,17 +75,26 @@ def input_placements(draw, impl: Any, mesh_shape: list[int], tensor: torch.Tenso
 
 
 @st.composite
-def op_cases(draw, impl: Any, op: str, world_sizes: list[int]) -> tuple[int, dict[str, Any]]:
-    """A sample of ``op`` (a dtype, then one of its samples) on a mesh of a drawn world, with
-    placements for each of its tensor arguments."""
-    dtype = draw(st.sampled_from([d for d in catalogue.dtypes(op) if catalogue.samples(op, d)]))
+def op_cases(
+    draw, impl: Any, op: str, world_sizes: list[int], in_place: bool = False
+) -> tuple[int, dict[str, Any]]:
+    """A sample of ``op`` (a dtype, then one of its samples: one its in-place variant runs on,
+    for ``in_place``) on a mesh of a drawn world, with placements for each of its tensor
+    arguments."""
+
+    def indices(dtype: str) -> tuple[int, ...]:
+        if in_place:
+            return catalogue.in_place_samples(op, dtype)
+        return tuple(range(len(catalogue.samples(op, dtype))))
+
+    dtype = draw(st.sampled_from([d for d in catalogue.dtypes(op) if indices(d)]))
     samples = catalogue.samples(op, dtype)
-    index = draw(st.integers(0, len(samples) - 1))
+    index = draw(st.sampled_from(indices(dtype)))
     # a world of 1 rank shards nothing: drawn half as often as each other size
     world_size = draw(st.sampled_from([*world_sizes, *(n for n in world_sizes if n > 1)]))
     mesh_shape, mesh_ranks = draw(world_meshes(world_size))
     placements = [draw(input_placements(impl, mesh_shape, t)) for t in samples[index].tensors()]
-    return world_size, {
+    case = {
         "op": op,
         "dtype": dtype,
         "sample": index,
@@ -94,14 +103,23 @@ def op_cases(draw, impl: Any, op: str, world_sizes: list[int]) -> tuple[int, dic
         "placements": placements,
         "seed": draw(st.integers(0, 2**16)),
     }
+    return world_size, {**case, "in_place": True} if in_place else case
 
 
 def _single_device(args: dict[str, Any]) -> tuple[catalogue.Sample, list[Any]]:
     """The sample with contiguous tensors (the DTensor inputs' global strides) and the leaves of
-    the op's result on it."""
+    the op's result on it; in place, its first argument after the call."""
     sample = catalogue.samples(args["op"], args["dtype"])[args["sample"]]
     sample = sample.with_tensors([t.contiguous() for t in sample.tensors()])
+    if args.get("in_place"):
+        return sample, [catalogue.call_in_place(args["op"], sample)[1]]
     return sample, pytree.tree_leaves(catalogue.call(args["op"], sample))
+
+
+# What each check of an out-of-place call enforces; in place, every check of the written input
+# is DT-OP-11's.
+OUT_OF_PLACE = {"value": None, "metadata": "DT-OP-4", "stride": "DT-OP-5", "layout": "DT-OP-6"}
+IN_PLACE = dict.fromkeys(OUT_OF_PLACE, "DT-OP-11")
 
 
 def _magnitude(op: str, sample: catalogue.Sample) -> torch.Tensor:
@@ -237,12 +255,18 @@ def judge_op_case(result, args: dict[str, Any], blame: str | None = None) -> Non
         judge.fail(result.report("every rank should hold the same output placements"),
                    "DT-OP-6", symptoms.WRONG_VALUE)  # fmt: skip
     _judge_inputs(sample, args, values, context, blame)
-    out_of_place = not catalogue.writes_its_inputs(args["op"])
+    in_place = bool(args.get("in_place"))
+    rules = IN_PLACE if in_place else OUT_OF_PLACE
+    writes = catalogue.writes_its_inputs(args["op"]) and not in_place
     for rank, got in enumerate(values):
         where = f"rank {rank}"
-        if out_of_place:
-            judge.assert_equal(f"{where}: inputs unchanged", got["inputs_unchanged"], True,
-                               context, rule="DT-OP-8")  # fmt: skip
+        if in_place:
+            judge.assert_equal(f"{where}: the call returned the tensor it wrote",
+                               got["returned_self"], True, context, rule="DT-OP-11")  # fmt: skip
+        if not writes:
+            what = "the other inputs unchanged" if in_place else "inputs unchanged"
+            judge.assert_equal(f"{where}: {what}", got["inputs_unchanged"], True, context,
+                               rule="DT-OP-8")  # fmt: skip
         judge.assert_equal(f"{where}: number of outputs", len(got["outputs"]), len(expected),
                            context, rule="DT-OP-4")  # fmt: skip
         for i, (out, want) in enumerate(zip(got["outputs"], expected, strict=True)):
@@ -253,25 +277,27 @@ def judge_op_case(result, args: dict[str, Any], blame: str | None = None) -> Non
             judge.assert_equal(f"{what} kind", out["kind"], "dtensor", context, rule="DT-OP-4")
             facts = out["describe"]
             judge.assert_equal(f"{what} shape", facts["shape"], list(want.shape), context,
-                               rule="DT-OP-4")  # fmt: skip
+                               rule=rules["metadata"])  # fmt: skip
             judge.assert_equal(f"{what} dtype", facts["dtype"], str(want.dtype)[6:], context,
-                               rule="DT-OP-4")  # fmt: skip
+                               rule=rules["metadata"])  # fmt: skip
             judge.assert_equal(
                 f"{what} stride (of the dims longer than 1)",
                 dt_ops.significant_stride(facts["shape"], facts["stride"]),
-                dt_ops.significant_stride(want.shape, want.stride()), context, rule="DT-OP-5"
+                dt_ops.significant_stride(want.shape, want.stride()), context,
+                rule=rules["stride"],
             )  # fmt: skip
             placements = parse_placements(facts["placements"])
             valid = placements_verdict(placements, mesh.ndim, want.dim()) == VALID
             shown = f"{what} placements {facts['placements']} valid for {list(want.shape)}"
-            judge.assert_equal(shown, valid, True, context, rule="DT-OP-6")
+            judge.assert_equal(shown, valid, True, context, rule=rules["layout"])
             local_shape, _ = local_shape_and_offset(want.shape, mesh.shape, placements,
                                                     coords[rank])  # fmt: skip
             judge.assert_equal(f"{what} local shape ({facts['placements']})", out["local_shape"],
-                               list(local_shape), context, rule="DT-OP-6")  # fmt: skip
+                               list(local_shape), context, rule=rules["layout"])  # fmt: skip
             judge.assert_equal(f"{what} local device", out["local_device"],
-                               device(rank).type, context, rule="DT-OP-6")  # fmt: skip
-            _judge_value(args["op"], sample, out["full"], want, f"{what}; {context}", blame)
+                               device(rank).type, context, rule=rules["layout"])  # fmt: skip
+            _judge_value(args["op"], sample, out["full"], want, f"{what}; {context}",
+                         blame or rules["value"])  # fmt: skip
 
 
 @pytest.mark.rules(
@@ -328,3 +354,18 @@ def _bits(output: dict[str, Any]) -> Any:
     """An output's value as comparable data: a tensor's bytes, exactly."""
     full = output.get("full")
     return None if full is None else (str(full.dtype), full.shape, full.numpy().tobytes())
+
+
+@pytest.mark.rules("DT-OP-11", "DT-OP-7", "DT-OP-8", "DT-MESH-8", "DT-REDIST-3", "DT-REDIST-4")
+@given(data=st.data())
+def test_an_in_place_op_writes_the_single_device_result_into_its_dtensor(
+    impl, available_world_sizes, op_case, data
+):
+    """An in-place variant (``x.add_(y)``, ``x.zero_()``, ``x.t_()``) of a core op on a drawn
+    layout of ``x``, ``P`` included: afterwards ``x`` holds what the single-device call leaves in
+    its first argument, as a well-formed DTensor, and the call returns ``x``."""
+    judge.requires(impl, "dtensor", "dtensor_ops")
+    unclaimed = getattr(impl, "unclaimed_ops", ())
+    op = data.draw(st.sampled_from([o for o in catalogue.in_place_ops() if o not in unclaimed]))
+    world_size, args = data.draw(op_cases(impl, op, available_world_sizes, in_place=True))
+    run_and_judge(op_case, world_size, args)

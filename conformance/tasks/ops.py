@@ -29,13 +29,16 @@ def apply(
     mesh_ranks: list[int],
     placements: list[list[str]],
     seed: int,
+    in_place: bool = False,
 ) -> dict[str, Any]:
     """The catalogue's sample ``sample`` of ``op`` with its ``i``-th tensor argument a DTensor
     of ``placements[i]`` (built by ``from_local`` from this rank's part of it, the partial parts
     from ``seed + i``), run by the implementation; report each output leaf (a DTensor's
     ``full_tensor``, metadata, local shape and device; a plain tensor or a value as it is), each
     input's ``full_tensor`` (what the implementation takes the input to be), and whether every
-    input kept its placements and local values."""
+    input kept its placements and local values. ``in_place``: the op's in-place variant, which
+    writes its first input (DT-OP-11): the outputs are that input after the call, and the report
+    says whether the call returned it."""
     adapter = adapters.load(impl)
     device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
     call = catalogue.samples(op, dtype)[sample]
@@ -49,16 +52,23 @@ def apply(
             inputs.append(adapter.dt_from_local(local, device_mesh, texts, False, shape, stride))
     held = [(adapter.dt_to_local(d).clone(), adapter.dt_describe(d)) for d in inputs]
     with codec.building():
-        inputs_full = [adapter.dt_full_tensor(d).detach().cpu() for d in inputs]
+        # copies: a full tensor may share the local one, which an in-place op then writes
+        inputs_full = [adapter.dt_full_tensor(d).detach().cpu().clone() for d in inputs]
     run = call.with_tensors(inputs)
-    out = adapter.dt_op(catalogue.function(op), run.args, run.kwargs)
+    fn = catalogue.in_place(op) if in_place else catalogue.function(op)
+    out = adapter.dt_op(fn, run.args, run.kwargs)
     with codec.facts_on_raise(lambda: {OUTPUT_READ: False}):
-        outputs = [_output(adapter, leaf) for leaf in pytree.tree_leaves(out)]
+        leaves = [inputs[0]] if in_place else pytree.tree_leaves(out)
+        outputs = [_output(adapter, leaf) for leaf in leaves]
+    written = 1 if in_place else 0
     kept = all(
         _same(adapter.dt_to_local(d), local) and adapter.dt_describe(d) == facts
-        for d, (local, facts) in zip(inputs, held, strict=True)
+        for d, (local, facts) in zip(inputs[written:], held[written:], strict=True)
     )
-    return {"inputs_full": inputs_full, "outputs": outputs, "inputs_unchanged": kept}
+    report = {"inputs_full": inputs_full, "outputs": outputs, "inputs_unchanged": kept}
+    if in_place:
+        report["returned_self"] = out is inputs[0]
+    return report
 
 
 def _same(now: torch.Tensor, before: torch.Tensor) -> bool:

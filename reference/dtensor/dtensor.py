@@ -107,6 +107,14 @@ class DTensor:
 
     # -- data -----------------------------------------------------------------------------------
 
+    def assign(self, full: torch.Tensor, placements: Sequence[Placement]) -> None:
+        """Hold ``full``, the whole value on every rank, with ``placements`` of ``R`` alone: an
+        in-place op's result (DT-OP-11), whose global shape and stride it takes too."""
+        self._local = full
+        self._placements = tuple(placements)
+        self._shape = full.shape
+        self._stride = full.stride()
+
     def to_local(self) -> torch.Tensor:
         """This rank's local tensor, without communication (DT-API-11)."""
         return self._local

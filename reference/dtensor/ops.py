@@ -14,8 +14,9 @@ there two ways:
 
 Either way, an output's global metadata is what the single-device program gives: the replicated
 way runs that program, and the local way runs ``fn`` on meta tensors with the inputs' global
-shapes and strides (DT-OP-4, DT-OP-5). The inputs are never written (DT-OP-8), and nothing is
-cached between calls (DT-OP-9).
+shapes and strides (DT-OP-4, DT-OP-5). The inputs are never written (DT-OP-8), but for the
+first argument of an in-place op, which takes the op's result (DT-OP-11), and nothing is cached
+between calls (DT-OP-9).
 
 Rules and where they live:
 
@@ -26,6 +27,7 @@ Rules and where they live:
 - DT-OP-7: ``call`` (it never refuses: an op that raises on a single device raises alike on every
   rank, the replicated way running the same program on the same tensors everywhere)
 - DT-OP-8, DT-OP-9: ``call``
+- DT-OP-11: ``_replicated`` (an op that returns its first argument wrote it)
 """
 
 from __future__ import annotations
@@ -68,12 +70,30 @@ def _replicated(fn: Callable[..., Any], leaves: list[Any], spec: Any) -> Any:
     replicate = [Replicate()] * mesh.ndim
     full = [_full_tensor_with_global_strides(x) if isinstance(x, DTensor) else x for x in leaves]
     args, kwargs = pytree.tree_unflatten(full, spec)
+    before = full[0].clone() if isinstance(leaves[0], DTensor) else None
+    result = fn(*args, **kwargs)
+    if before is not None and result is full[0] and _wrote(fn, before, result):
+        # An in-place op (``x.add_(y)``, ``x.t_()``) wrote its first argument and returned it:
+        # that DTensor takes the written value, replicated, and is what the call returns.
+        leaves[0].assign(result, replicate)
+        return leaves[0]
     return pytree.tree_map(
         lambda y: (
             _wrap(y, mesh, replicate, y.shape, y.stride()) if isinstance(y, torch.Tensor) else y
         ),
-        fn(*args, **kwargs),
+        result,
     )
+
+
+def _wrote(fn: Callable[..., Any], before: torch.Tensor, after: torch.Tensor) -> bool:
+    """Whether ``fn``, which returned its first argument, is an in-place op: named as PyTorch
+    names them (``add_``), or it changed the argument (``F.silu(x, inplace=True)``). An op that
+    returns its argument untouched (``x.contiguous()`` of a contiguous ``x``) is not."""
+    if getattr(fn, "__name__", "").endswith("_"):
+        return True
+    if (before.shape, before.stride()) != (after.shape, after.stride()):
+        return True
+    return not bool(torch.eq(before, after).logical_or(before.isnan() & after.isnan()).all())
 
 
 def _full_tensor_with_global_strides(d: DTensor) -> torch.Tensor:

@@ -294,3 +294,28 @@ def op_placements(ctx: RankContext, calls: list[dict[str, Any]]) -> list[dict[st
             }
         )
     return seen
+
+
+def op_in_place(ctx: RankContext) -> dict[str, Any]:
+    """The reference's dispatch of in-place calls on a 1-D mesh of the world: ``x.add_(1)`` of a
+    ``P(sum)`` ``x`` whose first coordinate holds the value, ``x.t_()`` of an ``S(0)`` one, and
+    ``x.contiguous()`` (which returns its argument untouched, and writes nothing)."""
+    from reference.dtensor import ops
+
+    mesh = DeviceMesh("cpu", list(range(ctx.world_size)))
+    value = global_tensor((5, 3))
+    part = value if mesh.get_coordinate()[0] == 0 else torch.zeros_like(value)
+    partial = DTensor.from_local(part, mesh, pl.parse("P(sum)"), run_check=False)
+    added = ops.call(torch.Tensor.add_, partial, 1)
+    sharded = distribute_tensor(value, mesh, pl.parse("S(0)"))
+    transposed = ops.call(torch.Tensor.t_, sharded)
+    kept = distribute_tensor(value, mesh, pl.parse("S(0)"))
+    ops.call(torch.Tensor.contiguous, kept)
+    return {
+        "add_ returned x": added is partial,
+        "add_": partial.full_tensor(),
+        "t_ returned x": transposed is sharded,
+        "t_ shape": list(sharded.shape),
+        "t_": sharded.full_tensor(),
+        "contiguous kept": pl.show(kept.placements),
+    }

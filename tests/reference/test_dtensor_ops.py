@@ -46,3 +46,17 @@ def test_each_propagation_rule_gives_its_placements_and_the_single_device_value(
             assert torch.equal(torch.cat(locals_, dim), expected), (op, inputs)
         else:
             assert all(torch.equal(x, expected) for x in locals_), (op, inputs)
+
+
+@pytest.mark.rules("DT-OP-11", "DT-OP-8")
+def test_an_in_place_op_writes_its_dtensor_and_a_returned_argument_is_not_written(world_pool):
+    """``x.add_(1)`` of ``P(sum)`` adds 1 to the value, not to every part; ``x.t_()`` takes the
+    new shape; both return ``x``. ``x.contiguous()`` returns its argument untouched: no write."""
+    (seen, *_) = world_pool.get(3).run(Case("dt_tasks:op_in_place")).values()
+    value = global_tensor((5, 3))
+    assert seen["add_ returned x"]
+    assert seen["t_ returned x"]
+    assert torch.equal(seen["add_"], value + 1)
+    assert seen["t_ shape"] == [3, 5]
+    assert torch.equal(seen["t_"], value.t())
+    assert seen["contiguous kept"] == "[S(0)]"
