@@ -20,6 +20,7 @@ Rules and where they live:
 - DT-API-14: ``distribute_tensor``, ``_partitioned``
 - DT-API-15: ``distribute_tensor``, ``SourceFacts``, ``DTensor.redistribute``, ``_check_layout``
 - DT-LAYOUT-12: ``_block``
+- DT-OP-11: ``DTensor.assign``
 - DT-REDIST-6: see ``reference.dtensor.redistribute``
 - DT-REDIST-7, DT-REDIST-9, DT-REDIST-10, DT-REDIST-11, DT-REDIST-13, DT-REDIST-14:
   ``DTensor.redistribute``
