@@ -60,9 +60,8 @@ def claimed(op: str) -> bool:
     for dtype in catalogue.dtypes(op):
         for sample in catalogue.samples(op, dtype):
             seen = _Dispatched()
-            run = sample.with_tensors([t.clone() for t in sample.tensors()])
-            with catalogue.quietly(), seen:
-                catalogue.function(op)(*run.args, **run.kwargs)
+            with seen:
+                catalogue.call(op, sample)
             if all(runnable(aten) for aten in seen.ops):
                 return True
     return False

@@ -174,13 +174,13 @@ def in_place_samples(op: str, dtype: str) -> tuple[int, ...]:
     return tuple(i for i, sample in enumerate(samples(op, dtype)) if _real_result(variant, sample))
 
 
-def call_in_place(op: str, sample: Sample) -> tuple[Any, torch.Tensor]:
-    """The in-place variant on copies of the sample's tensors: what it returns, and its first
-    argument after the call (the single-device result of DT-OP-11)."""
+def call_in_place(op: str, sample: Sample) -> torch.Tensor:
+    """The in-place variant on copies of the sample's tensors: its first argument after the call
+    (the single-device result of DT-OP-11)."""
     run = sample.with_tensors([t.clone() for t in sample.tensors()])
     with quietly():
-        returned = in_place(op)(*run.args, **run.kwargs)
-    return returned, run.tensors()[0]
+        in_place(op)(*run.args, **run.kwargs)
+    return run.tensors()[0]
 
 
 @functools.cache
@@ -229,6 +229,14 @@ def samples(op: str, dtype: str) -> tuple[Sample, ...]:
     return tuple(kept)
 
 
+# The dtypes an output may have: real ones that a rank's reply carries back to the driver
+# (pickle does not rebuild uint16 to uint64 storages).
+_CARRIED = frozenset(
+    {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+     torch.bfloat16, torch.float32, torch.float64}
+)  # fmt: skip
+
+
 def _real_result(fn: Callable[..., Any], sample: Sample) -> bool:
     """Whether ``fn`` returns on copies of the sample, with dense tensors of ``_CARRIED``
     dtypes only: a sample OpInfo made for an error test has no single-device result, and
@@ -244,14 +252,6 @@ def _real_result(fn: Callable[..., Any], sample: Sample) -> bool:
         for x in pytree.tree_leaves(result)
         if isinstance(x, torch.Tensor)
     )
-
-
-# The dtypes an output may have: real ones that a rank's reply carries back to the driver
-# (pickle does not rebuild uint16 to uint64 storages).
-_CARRIED = frozenset(
-    {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
-     torch.bfloat16, torch.float32, torch.float64}
-)  # fmt: skip
 
 
 def call(op: str, sample: Sample) -> Any:

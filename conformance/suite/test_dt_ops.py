@@ -112,7 +112,7 @@ def _single_device(args: dict[str, Any]) -> tuple[catalogue.Sample, list[Any]]:
     sample = catalogue.samples(args["op"], args["dtype"])[args["sample"]]
     sample = sample.with_tensors([t.contiguous() for t in sample.tensors()])
     if args.get("in_place"):
-        return sample, [catalogue.call_in_place(args["op"], sample)[1]]
+        return sample, [catalogue.call_in_place(args["op"], sample)]
     return sample, pytree.tree_leaves(catalogue.call(args["op"], sample))
 
 
