@@ -184,6 +184,58 @@ def call_in_place(op: str, sample: Sample) -> torch.Tensor:
 
 
 @functools.cache
+def out_ops() -> list[str]:
+    """The core ops whose OpInfo says they take ``out=`` and that run with one on one of their
+    samples (DT-OP-13)."""
+    return [
+        op
+        for op in CORE_OPS
+        if known(op) and _op_db()[op].supports_out and any(out_samples(op, d) for d in dtypes(op))
+    ]
+
+
+@functools.cache
+def out_samples(op: str, dtype: str) -> tuple[int, ...]:
+    """The indices of the op's samples with one tensor output, which the op writes into an
+    ``out=`` tensor of that output's shape and dtype on one device."""
+
+    def into(out: torch.Tensor) -> Callable[..., Any]:
+        return lambda *args, **kwargs: function(op)(*args, **kwargs, out=out)
+
+    kept = []
+    for i, sample in enumerate(samples(op, dtype)):
+        leaves = pytree.tree_leaves(call(op, sample))
+        one = len(leaves) == 1 and isinstance(leaves[0], torch.Tensor)
+        if one and _real_result(into(out_filler(leaves[0])), sample):
+            kept.append(i)
+    return tuple(kept)
+
+
+def out_filler(result: torch.Tensor) -> torch.Tensor:
+    """What an ``out=`` tensor holds before the call: the result's shape and dtype, and a value
+    the op is unlikely to give, so that a call that does not write it shows."""
+    return torch.full(result.shape, 3, dtype=result.dtype)
+
+
+def call_out(op: str, sample: Sample) -> torch.Tensor:
+    """The op with ``out=`` a filler of its result (``out_filler``), on copies of the sample's
+    tensors: the filler after the call (the single-device result of DT-OP-13)."""
+    (result,) = pytree.tree_leaves(call(op, sample))
+    out = out_filler(result)
+    run = sample.with_tensors([t.clone() for t in sample.tensors()])
+    with quietly():
+        function(op)(*run.args, **run.kwargs, out=out)
+    return out
+
+
+@functools.cache
+def mixing_samples(op: str, dtype: str) -> tuple[int, ...]:
+    """The indices of the op's samples with two tensor arguments or more: one stays a DTensor on
+    the call's mesh, the others may be plain tensors or live on another mesh (DT-OP-12)."""
+    return tuple(i for i, sample in enumerate(samples(op, dtype)) if len(sample.tensors()) > 1)
+
+
+@functools.cache
 def writes_its_inputs(op: str) -> bool:
     """Whether the op changes a tensor it is given (an in-place variant such as
     ``normal/in_place``): DT-OP-8 is about out-of-place ops only."""

@@ -76,15 +76,21 @@ def input_placements(draw, impl: Any, mesh_shape: list[int], tensor: torch.Tenso
 
 @st.composite
 def op_cases(
-    draw, impl: Any, op: str, world_sizes: list[int], in_place: bool = False
+    draw, impl: Any, op: str, world_sizes: list[int], variant: str = "plain"
 ) -> tuple[int, dict[str, Any]]:
-    """A sample of ``op`` (a dtype, then one of its samples: one its in-place variant runs on,
-    for ``in_place``) on a mesh of a drawn world, with placements for each of its tensor
-    arguments."""
+    """A sample of ``op`` (a dtype, then one of its samples that the ``variant`` runs on) on a
+    mesh of a drawn world, with placements for each of its tensor arguments. Variants:
+    ``"plain"``, the op as it is; ``"in_place"``, its in-place variant (DT-OP-11); ``"out"``, the
+    op with an ``out=`` DTensor of drawn placements (DT-OP-13); ``"mixing"``, the op with some
+    tensor arguments but the first as plain tensors or on another mesh (DT-OP-12)."""
 
     def indices(dtype: str) -> tuple[int, ...]:
-        if in_place:
+        if variant == "in_place":
             return catalogue.in_place_samples(op, dtype)
+        if variant == "out":
+            return catalogue.out_samples(op, dtype)
+        if variant == "mixing":
+            return catalogue.mixing_samples(op, dtype)
         return tuple(range(len(catalogue.samples(op, dtype))))
 
     dtype = draw(st.sampled_from([d for d in catalogue.dtypes(op) if indices(d)]))
@@ -93,7 +99,8 @@ def op_cases(
     # a world of 1 rank shards nothing: drawn half as often as each other size
     world_size = draw(st.sampled_from([*world_sizes, *(n for n in world_sizes if n > 1)]))
     mesh_shape, mesh_ranks = draw(world_meshes(world_size))
-    placements = [draw(input_placements(impl, mesh_shape, t)) for t in samples[index].tensors()]
+    tensors = samples[index].tensors()
+    placements = [draw(input_placements(impl, mesh_shape, t)) for t in tensors]
     case = {
         "op": op,
         "dtype": dtype,
@@ -103,7 +110,29 @@ def op_cases(
         "placements": placements,
         "seed": draw(st.integers(0, 2**16)),
     }
-    return world_size, {**case, "in_place": True} if in_place else case
+    if variant == "in_place":
+        case["in_place"] = True
+    elif variant == "out":
+        (result,) = pytree.tree_leaves(catalogue.call(op, samples[index]))
+        case["out"] = draw(input_placements(impl, mesh_shape, result))
+    elif variant == "mixing":
+        homes = ["mesh", *(draw(st.sampled_from(HOMES)) for _ in tensors[1:])]
+        if homes.count("mesh") == len(homes):
+            homes[draw(st.integers(1, len(homes) - 1))] = draw(st.sampled_from(HOMES[1:]))
+        other = draw(world_meshes(world_size))
+        if other == (mesh_shape, mesh_ranks):
+            other = ([*mesh_shape, 1], mesh_ranks)
+        for i, home in enumerate(homes):
+            if home == "plain":
+                placements[i] = []
+            elif home == "other":
+                placements[i] = draw(input_placements(impl, other[0], tensors[i]))
+        case |= {"homes": homes, "other_mesh": [list(other[0]), list(other[1])]}
+    return world_size, case
+
+
+# Where a tensor argument of a mixing case lives (DT-OP-12).
+HOMES = ("mesh", "plain", "other")
 
 
 def _single_device(args: dict[str, Any]) -> tuple[catalogue.Sample, list[Any]]:
@@ -113,13 +142,16 @@ def _single_device(args: dict[str, Any]) -> tuple[catalogue.Sample, list[Any]]:
     sample = sample.with_tensors([t.contiguous() for t in sample.tensors()])
     if args.get("in_place"):
         return sample, [catalogue.call_in_place(args["op"], sample)]
+    if args.get("out") is not None:
+        return sample, [catalogue.call_out(args["op"], sample)]
     return sample, pytree.tree_leaves(catalogue.call(args["op"], sample))
 
 
-# What each check of an out-of-place call enforces; in place, every check of the written input
-# is DT-OP-11's.
+# What each check of an out-of-place call enforces; every check of the tensor an in-place call
+# writes is DT-OP-11's, of an out= call's out tensor DT-OP-13's.
 OUT_OF_PLACE = {"value": None, "metadata": "DT-OP-4", "stride": "DT-OP-5", "layout": "DT-OP-6"}
 IN_PLACE = dict.fromkeys(OUT_OF_PLACE, "DT-OP-11")
+OUT = dict.fromkeys(OUT_OF_PLACE, "DT-OP-13")
 
 
 def _magnitude(op: str, sample: catalogue.Sample) -> torch.Tensor:
@@ -218,16 +250,22 @@ def op_case(world_pool, run_case):
     return run
 
 
-def run_and_judge(op_case, world_size: int, args: dict[str, Any]) -> Any:
-    """Run an op case and judge it. On a mesh whose ranks are not ascending, its twin on the
-    ascending mesh of that shape runs first: a failure there is the op's own, and a wrong value
-    that only the other rank order shows breaks DT-MESH-8 (which the DT-MESH tests judge in
-    full), not the op's value rule."""
+def run_and_judge(
+    op_case, world_size: int, args: dict[str, Any], must_return: tuple[str, str] | None = None
+) -> Any:
+    """Run an op case and judge it; ``must_return``, ``(rule, why)``: a case that may not
+    refuse. On a mesh whose ranks are not ascending, its twin on the ascending mesh of that shape
+    runs first: a failure there is the op's own, and a wrong value that only the other rank
+    order shows breaks DT-MESH-8 (which the DT-MESH tests judge in full), not the op's value
+    rule."""
     ascending = args["mesh_ranks"] == sorted(args["mesh_ranks"])
     if not ascending:
         twin = {**args, "mesh_ranks": sorted(args["mesh_ranks"])}
         judge_op_case(op_case(world_size, **twin), twin)
     result = op_case(world_size, **args)
+    if must_return is not None and not result.ok:
+        rule, why = must_return
+        judge.fail(result.report(why), rule, symptoms.of_outcomes(result.outcomes))
     judge_op_case(result, args, blame=None if ascending else "DT-MESH-8")
     return result
 
@@ -256,13 +294,15 @@ def judge_op_case(result, args: dict[str, Any], blame: str | None = None) -> Non
                    "DT-OP-6", symptoms.WRONG_VALUE)  # fmt: skip
     _judge_inputs(sample, args, values, context, blame)
     in_place = bool(args.get("in_place"))
-    rules = IN_PLACE if in_place else OUT_OF_PLACE
+    writes_out = args.get("out") is not None
+    rules = IN_PLACE if in_place else OUT if writes_out else OUT_OF_PLACE
     writes = catalogue.writes_its_inputs(args["op"]) and not in_place
     for rank, got in enumerate(values):
         where = f"rank {rank}"
-        if in_place:
+        if in_place or writes_out:
             judge.assert_equal(f"{where}: the call returned the tensor it wrote",
-                               got["returned_self"], True, context, rule="DT-OP-11")  # fmt: skip
+                               got["returned_self"], True, context,
+                               rule=rules["metadata"])  # fmt: skip
         if not writes:
             what = "the other inputs unchanged" if in_place else "inputs unchanged"
             judge.assert_equal(f"{where}: {what}", got["inputs_unchanged"], True, context,
@@ -367,5 +407,58 @@ def test_an_in_place_op_writes_the_single_device_result_into_its_dtensor(
     judge.requires(impl, "dtensor", "dtensor_ops")
     unclaimed = getattr(impl, "unclaimed_ops", ())
     op = data.draw(st.sampled_from([o for o in catalogue.in_place_ops() if o not in unclaimed]))
-    world_size, args = data.draw(op_cases(impl, op, available_world_sizes, in_place=True))
+    world_size, args = data.draw(op_cases(impl, op, available_world_sizes, "in_place"))
     run_and_judge(op_case, world_size, args)
+
+
+@pytest.mark.rules("DT-OP-13", "DT-OP-7", "DT-OP-8", "DT-MESH-8", "DT-REDIST-3", "DT-REDIST-4")
+@pytest.mark.volume(1 / 2)
+@given(data=st.data())
+def test_an_out_call_writes_the_single_device_result_into_its_out_dtensor(
+    impl, available_world_sizes, op_case, data
+):
+    """A core op called with ``out=`` a DTensor of drawn placements (``torch.add(x, y,
+    out=z)``): afterwards ``z`` holds the single-device result, as a well-formed DTensor, the
+    call returns ``z``, and the inputs are unchanged."""
+    judge.requires(impl, "dtensor", "dtensor_ops")
+    unclaimed = getattr(impl, "unclaimed_ops", ())
+    op = data.draw(st.sampled_from([o for o in catalogue.out_ops() if o not in unclaimed]))
+    world_size, args = data.draw(op_cases(impl, op, available_world_sizes, "out"))
+    run_and_judge(op_case, world_size, args)
+
+
+@pytest.mark.rules(
+    "DT-OP-12", "DT-OP-1", "DT-OP-2", "DT-OP-3", "DT-OP-4", "DT-OP-5", "DT-OP-6", "DT-OP-7",
+    "DT-OP-8", "DT-OP-10", "DT-MESH-8", "DT-REDIST-3", "DT-REDIST-4",
+)  # fmt: skip
+@pytest.mark.volume(1 / 2)
+@given(data=st.data())
+def test_an_op_reads_plain_tensors_and_dtensors_of_another_mesh_as_their_values(
+    impl, available_world_sizes, op_case, data
+):
+    """A core op whose first tensor argument is a DTensor and whose others are, as drawn,
+    DTensors of its mesh, plain tensors (the same on every rank) or DTensors of another mesh of
+    the same ranks: the call gives the single-device result, or refuses as DT-OP-7 allows. It
+    may not refuse for a 0-d plain tensor: where the same call with that tensor as an ``R``
+    DTensor returns, so must this one."""
+    judge.requires(impl, "dtensor", "dtensor_ops")
+    unclaimed = getattr(impl, "unclaimed_ops", ())
+    ops = [o for o in CORE if o not in unclaimed and catalogue.known(o)]
+    mixable = [o for o in ops if any(catalogue.mixing_samples(o, d) for d in catalogue.dtypes(o))]
+    op = data.draw(st.sampled_from(mixable))
+    world_size, args = data.draw(op_cases(impl, op, available_world_sizes, "mixing"))
+    tensors = catalogue.samples(op, args["dtype"])[args["sample"]].tensors()
+    scalars = [i for i, (t, home) in enumerate(zip(tensors, args["homes"], strict=True))
+               if home == "plain" and t.dim() == 0]  # fmt: skip
+    must_return = None
+    if scalars:
+        replicated = ["R"] * len(args["mesh_shape"])
+        twin = {**args,
+                "homes": ["mesh" if i in scalars else h for i, h in enumerate(args["homes"])],
+                "placements": [replicated if i in scalars else p
+                               for i, p in enumerate(args["placements"])]}  # fmt: skip
+        if run_and_judge(op_case, world_size, twin).ok:
+            must_return = ("DT-OP-12", f"a 0-d plain tensor argument (argument {scalars}) is a "
+                           "value every rank holds: the call with it as an R DTensor returned, "
+                           "so this one must")  # fmt: skip
+    run_and_judge(op_case, world_size, args, must_return)

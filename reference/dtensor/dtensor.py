@@ -20,7 +20,8 @@ Rules and where they live:
 - DT-API-14: ``distribute_tensor``, ``_partitioned``
 - DT-API-15: ``distribute_tensor``, ``SourceFacts``, ``DTensor.redistribute``, ``_check_layout``
 - DT-LAYOUT-12: ``_block``
-- DT-OP-11: ``DTensor.assign``
+- DT-OP-7: ``DTensor.assign`` (a result of another mesh is refused)
+- DT-OP-11, DT-OP-13: ``DTensor.assign``
 - DT-REDIST-6: see ``reference.dtensor.redistribute``
 - DT-REDIST-7, DT-REDIST-9, DT-REDIST-10, DT-REDIST-11, DT-REDIST-13, DT-REDIST-14:
   ``DTensor.redistribute``
@@ -108,13 +109,18 @@ class DTensor:
 
     # -- data -----------------------------------------------------------------------------------
 
-    def assign(self, full: torch.Tensor, placements: Sequence[Placement]) -> None:
-        """Hold ``full``, the whole value on every rank, with ``placements`` of ``R`` alone: an
-        in-place op's result (DT-OP-11), whose global shape and stride it takes too."""
-        self._local = full
-        self._placements = tuple(placements)
-        self._shape = full.shape
-        self._stride = full.stride()
+    def assign(self, result: DTensor) -> None:
+        """Become ``result``, a DTensor of the same mesh: its local tensor, placements, global
+        shape and stride. This is how an op writes a DTensor it was given, in place (DT-OP-11) or
+        as ``out=`` (DT-OP-13): the caller's object holds the result."""
+        if result.device_mesh is not self._mesh:
+            raise NotImplementedError(
+                "DT-OP-7: writing a result into a DTensor of another mesh is not supported"
+            )
+        self._local = result._local
+        self._placements = result._placements
+        self._shape = result._shape
+        self._stride = result._stride
 
     def to_local(self) -> torch.Tensor:
         """This rank's local tensor, without communication (DT-API-11)."""

@@ -24,10 +24,14 @@ Rules and where they live:
 - DT-OP-4, DT-OP-5: ``_full_tensor_with_global_strides``, ``_global_metadata``
 - DT-OP-6: ``_elementwise``, ``summed_placements``, ``_matrix_product``, ``_transpose``,
   ``_replicated`` (placements that describe the local results)
-- DT-OP-7: ``call`` (it never refuses: an op that raises on a single device raises alike on every
-  rank, the replicated way running the same program on the same tensors everywhere)
+- DT-OP-7: ``call``, ``_into`` (it refuses only an out= tensor it cannot write: an op that raises
+  on a single device raises alike on every rank, the replicated way running the same program on
+  the same tensors everywhere)
 - DT-OP-8, DT-OP-9: ``call``
 - DT-OP-11: ``_replicated`` (an op that returns its first argument wrote it)
+- DT-OP-12: ``call`` (a plain tensor argument is a value, passed as it is; the replicated way
+  brings each DTensor to R on its own mesh, so inputs on two meshes of the same ranks meet)
+- DT-OP-13: ``_into``
 """
 
 from __future__ import annotations
@@ -51,6 +55,9 @@ ELEMENTWISE = frozenset(
 def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` with DTensors among the arguments: their op on the full tensors,
     as DTensors on the inputs' mesh."""
+    out = kwargs.get("out")
+    if isinstance(out, DTensor):
+        return _into(out, fn, args, {k: v for k, v in kwargs.items() if k != "out"})
     leaves, spec = pytree.tree_flatten((args, kwargs))
     dtensors = [x for x in leaves if isinstance(x, DTensor)]
     if not dtensors:
@@ -60,6 +67,20 @@ def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if result is not None:
             return result
     return _replicated(fn, leaves, spec)
+
+
+def _into(out: DTensor, fn: Callable[..., Any], args: Any, kwargs: Any) -> DTensor:
+    """``fn(*args, **kwargs, out=out)``: the op as any call computes it, then written into
+    ``out``, which the call returns (DT-OP-13). ``out``'s old values are never read, nor moved.
+    An ``out`` of another shape or dtype than the result (which a single device resizes or
+    casts into) is refused, as DT-OP-7 allows."""
+    result = call(fn, *args, **kwargs)
+    if not isinstance(result, DTensor) or (result.shape, result.dtype) != (out.shape, out.dtype):
+        raise NotImplementedError(
+            "DT-OP-7: out= is supported for one output of the result's shape and dtype"
+        )
+    out.assign(result)
+    return out
 
 
 def _replicated(fn: Callable[..., Any], leaves: list[Any], spec: Any) -> Any:
@@ -75,7 +96,7 @@ def _replicated(fn: Callable[..., Any], leaves: list[Any], spec: Any) -> Any:
     if before is not None and result is full[0] and _wrote(fn, before, result):
         # An in-place op (``x.add_(y)``, ``x.t_()``) wrote its first argument and returned it:
         # that DTensor takes the written value, replicated, and is what the call returns.
-        leaves[0].assign(result, replicate)
+        leaves[0].assign(_wrap(result, mesh, replicate, result.shape, result.stride()))
         return leaves[0]
     return pytree.tree_map(
         lambda y: (

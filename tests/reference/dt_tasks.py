@@ -319,3 +319,27 @@ def op_in_place(ctx: RankContext) -> dict[str, Any]:
         "t_": sharded.full_tensor(),
         "contiguous kept": pl.show(kept.placements),
     }
+
+
+def op_out_and_mixing(ctx: RankContext) -> dict[str, Any]:
+    """The reference's dispatch of ``torch.add(x, y, out=z)`` with ``z`` of other placements,
+    and of ``x + p`` for a plain tensor ``p`` and ``x + e`` for ``e`` on the mesh of the same
+    ranks in reverse order."""
+    from reference.dtensor import ops
+
+    value = global_tensor((4, 3))
+    mesh = DeviceMesh("cpu", list(range(ctx.world_size)))
+    reverse = DeviceMesh("cpu", list(reversed(range(ctx.world_size))))
+    x = distribute_tensor(value, mesh, pl.parse("S(0)"))
+    z = distribute_tensor(torch.zeros(4, 3, dtype=value.dtype), mesh, pl.parse("S(1)"))
+    returned = ops.call(torch.add, x, x, out=z)
+    plain = ops.call(torch.add, x, torch.ones(4, 3, dtype=value.dtype))
+    other = ops.call(torch.add, x, distribute_tensor(value, reverse, pl.parse("S(1)")))
+    return {
+        "out returned z": returned is z,
+        "out": z.full_tensor(),
+        "out placements": pl.show(z.placements),
+        "plain": plain.full_tensor(),
+        "other mesh": other.full_tensor(),
+        "other mesh's output on x's mesh": other.device_mesh is mesh,
+    }

@@ -60,3 +60,20 @@ def test_an_in_place_op_writes_its_dtensor_and_a_returned_argument_is_not_writte
     assert seen["t_ shape"] == [3, 5]
     assert torch.equal(seen["t_"], value.t())
     assert seen["contiguous kept"] == "[S(0)]"
+
+
+@pytest.mark.rules("DT-OP-12", "DT-OP-13")
+def test_an_out_call_writes_its_out_dtensor_and_plain_or_other_mesh_arguments_are_values(
+    world_pool,
+):
+    """``torch.add(x, x, out=z)`` writes ``2 x`` into ``z`` and returns ``z``; a plain tensor
+    argument is its value on every rank, not a rank's part; a DTensor of the mesh of the same
+    ranks in reverse order is its full tensor, and the output lives on the first argument's
+    mesh."""
+    (seen, *_) = world_pool.get(3).run(Case("dt_tasks:op_out_and_mixing")).values()
+    value = global_tensor((4, 3))
+    assert seen["out returned z"]
+    assert torch.equal(seen["out"], 2 * value)
+    assert torch.equal(seen["plain"], value + 1)
+    assert torch.equal(seen["other mesh"], 2 * value)
+    assert seen["other mesh's output on x's mesh"]

@@ -13,6 +13,7 @@ import time
 from unittest import mock
 
 import torch
+from torch.utils import _pytree as pytree
 
 import reference.dtensor as dt
 import reference.dtensor.dtensor as dt_dtensor
@@ -717,7 +718,28 @@ class SumKeepsItsPartsUnreduced(ReferenceAdapter):
             return super().dt_op(fn, args, kwargs)
 
 
+class OutReturnsANewDTensor(ReferenceAdapter):
+    """``op(..., out=z)`` that computes the result and returns it as a new DTensor, leaving ``z``
+    as it was (DT-OP-13)."""
+
+    def dt_op(self, fn, args, kwargs):
+        return super().dt_op(fn, args, {k: v for k, v in kwargs.items() if k != "out"})
+
+
+class ScalarTensorsRefused(ReferenceAdapter):
+    """Ops that refuse a 0-d plain tensor argument with ``NotImplementedError``, as DT-OP-7 lets
+    them refuse a larger one (DT-OP-12)."""
+
+    def dt_op(self, fn, args, kwargs):
+        leaves = pytree.tree_leaves((args, kwargs))
+        if any(type(x) is torch.Tensor and x.dim() == 0 for x in leaves):
+            raise NotImplementedError("a plain tensor argument")
+        return super().dt_op(fn, args, kwargs)
+
+
 CHUNK_OFFSET = ChunkOffsetPastTheEnd()
+OUT_RETURNS_NEW = OutReturnsANewDTensor()
+SCALAR_TENSORS_REFUSED = ScalarTensorsRefused()
 SUM_UNREDUCED = SumKeepsItsPartsUnreduced()
 GATHER_WRITES_OUT = GatherWritesOutBeforeChecking()
 RESHARD_SPOILS_SOURCE = ReshardSpoilsItsSourceOnError()

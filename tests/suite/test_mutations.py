@@ -395,6 +395,20 @@ MUTANTS = [
         ['"op": "sum"', "full_tensor()"],
     ),
     Mutant(
+        "out-returns-a-new-dtensor",
+        "test_dt_ops.py::test_an_out_call_writes_the_single_device_result_into_its_out_dtensor",
+        "mutants:OUT_RETURNS_NEW",
+        "DT-OP-13",
+        ['"out": [', "returned the tensor it wrote"],
+    ),
+    Mutant(
+        "scalar-tensors-refused",
+        "test_dt_ops.py::test_an_op_reads_plain_tensors_and_dtensors_of_another_mesh_as_their_values",
+        "mutants:SCALAR_TENSORS_REFUSED",
+        "DT-OP-12",
+        ['"homes": [', "a 0-d plain tensor argument"],
+    ),
+    Mutant(
         "partition-divides-bool",
         "test_dt_redistribute.py::test_partial_sources_reduce_and_partial_targets_partition",
         "mutants:PARTITION_DIVIDES_BOOL",
