@@ -3,19 +3,24 @@ What each finding does in each release is not read off these runs (a run draws i
 may not meet a finding): FINDINGS.md shows it from the findings' replayed records.
 
 Input is the ``rules.json`` of each run (``conformance run --report-dir``): its header names the
-implementation and release, its table the verdicts. ``tox -e torch2.11,torch2.12,...`` writes
-them under ``matrix-results/``; ``python -m conformance matrix matrix-results`` renders the page.
+implementation and release, its tables the verdicts per rule and per op. ``tox -e
+torch2.11,torch2.12,...`` writes them under ``matrix-results/``; ``python -m conformance matrix
+matrix-results`` renders the page. Several runs of one implementation and release (the suite run
+in parts, say operators apart) count as one: each cell takes the worst of their verdicts.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from conformance import rules as spec_rules
 from conformance.known_failures import release_key
 from conformance.report import SEVERITY, worst
+
+Table = dict[str, dict[str, str]]  # row (a rule, an op) -> world-size column -> verdict
 
 
 @dataclass(frozen=True)
@@ -23,33 +28,62 @@ class Run:
     implementation: str  # "torch", "reference"
     release: str  # "2.13.0": the release of PyTorch the run used (its build is in the header)
     header: dict[str, str]
-    columns: dict[str, dict[str, str]]  # rule -> world-size column -> verdict
-    summary: dict[str, int]
+    columns: Table  # by rule
+    ops: Table = field(default_factory=dict)  # by op
 
     @property
     def cells(self) -> dict[str, str]:
         """Each rule's worst verdict over the run's columns."""
-        return {rule: worst(by_column.values()) for rule, by_column in self.columns.items()}
+        return _worst_by_row(self.columns)
+
+    @property
+    def op_cells(self) -> dict[str, str]:
+        """Each op's worst verdict over the run's columns."""
+        return _worst_by_row(self.ops)
+
+    @property
+    def summary(self) -> dict[str, int]:
+        """How many rules got each verdict."""
+        return dict(Counter(self.cells.values()))
 
 
 def load_runs(folder: Path) -> list[Run]:
-    """Every ``rules.json`` under ``folder``, oldest PyTorch release first."""
-    runs = []
+    """Every ``rules.json`` under ``folder``, oldest PyTorch release first; the runs of one
+    implementation and release merged into one."""
+    merged: dict[tuple[str, str], Run] = {}
     for path in sorted(folder.rglob("rules.json")):
         data = json.loads(path.read_text())
         header = data.get("run") or {}
         if "implementation" not in header or "torch" not in header:
             raise ValueError(f"{path}: no run header; rerun it with this version of shardspec")
-        runs.append(
-            Run(
-                implementation=header["implementation"].split()[0],
-                release=header["torch"].split()[0].split("+")[0],
-                header=header,
-                columns=data["rules"],
-                summary=data["summary"],
-            )
+        run = Run(
+            implementation=header["implementation"].split()[0],
+            release=header["torch"].split()[0].split("+")[0],
+            header=header,
+            columns=data["rules"],
+            ops=data.get("ops", {}),
         )
-    return sorted(runs, key=lambda r: (release_key(r.release), r.implementation))
+        key = (run.implementation, run.release)
+        if key in merged:
+            first = merged[key]
+            run = Run(run.implementation, run.release, first.header,
+                      _merged(first.columns, run.columns), _merged(first.ops, run.ops))  # fmt: skip
+        merged[key] = run
+    return sorted(merged.values(), key=lambda r: (release_key(r.release), r.implementation))
+
+
+def _merged(a: Table, b: Table) -> Table:
+    """Two runs' tables as one: each (row, column) cell the worse of the two verdicts."""
+    rows = {}
+    for row in a.keys() | b.keys():
+        columns = a.get(row, {}).keys() | b.get(row, {}).keys()
+        rows[row] = {c: worst([a.get(row, {}).get(c, ""), b.get(row, {}).get(c, "")])
+                     for c in columns}  # fmt: skip
+    return rows
+
+
+def _worst_by_row(table: dict[str, dict[str, str]]) -> dict[str, str]:
+    return {row: worst(by_column.values()) for row, by_column in table.items()}
 
 
 def render(runs: list[Run], command: str) -> str:
@@ -94,16 +128,35 @@ def render(runs: list[Run], command: str) -> str:
     ]
     for rule in rules:
         lines.append(f"| {rule} | " + " | ".join(r.cells.get(rule, "") for r in torch_runs) + " |")
+    ops = sorted({op for run in torch_runs for op in run.op_cells})
+    if ops:
+        lines += [
+            "",
+            OPS_HEADING,
+            "",
+            "Each cell is the op's worst verdict over the world sizes of that release's run",
+            "([dt-ops](../spec/dt-ops.md)); an op the release's OpInfo lacks has none.",
+            "",
+            "| op | " + " | ".join(releases) + " |",
+            "|" + " --- |" * (len(releases) + 1),
+        ]
+        for op in ops:
+            lines.append(
+                f"| {op} | " + " | ".join(r.op_cells.get(op, "") for r in torch_runs) + " |"
+            )
     return "\n".join(lines) + "\n"
 
 
+OPS_HEADING = "## Operators across releases"
+
+
 def rule_verdicts(page: str) -> dict[str, dict[str, str]]:
-    """Each release's verdict on each rule, read back from a rendered page's last table."""
-    table = page.split("## Rules across releases", 1)[-1]
+    """Each release's verdict on each rule, read back from a rendered page's rule table."""
+    table = page.split("## Rules across releases", 1)[-1].split(OPS_HEADING, 1)[0]
     rows = [
         [c.strip() for c in line.strip().strip("|").split("|")]
         for line in table.splitlines()
-        if line.startswith("| ")
+        if line.startswith("| ") and not line.startswith("| ---")
     ]
     if not rows:
         return {}

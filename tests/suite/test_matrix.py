@@ -12,10 +12,12 @@ from conformance import matrix
 MATRIX = Path(matrix.__file__).parent / "MATRIX.md"
 
 
-def write_report(folder: Path, implementation: str, torch: str, cells: dict[str, dict]) -> None:
+def write_report(
+    folder: Path, implementation: str, torch: str, cells: dict[str, dict], ops=None
+) -> None:
     folder.mkdir(parents=True)
     header = {"implementation": implementation, "torch": torch, "known failures": "k"}
-    data = {"run": header, "rules": cells, "summary": {"pass": 1}}
+    data = {"run": header, "rules": cells, "summary": {"pass": 1}, "ops": ops or {}}
     (folder / "rules.json").write_text(json.dumps(data))
 
 
@@ -29,7 +31,9 @@ def test_the_page_orders_releases_by_number_and_shows_each_rule(tmp_path):
         "2.13.0+cpu (CPU build)",
         {"ST-SPEC-2": {"gloo ws1": "pass", "gloo ws2": "pass"}},
     )
-    write_report(tmp_path / "c", "reference", "2.13.0+cpu (CPU build)", {})
+    write_report(
+        tmp_path / "c", "reference", "2.13.0+cpu (CPU build)", {"ST-SPEC-2": {"gloo ws1": "pass"}}
+    )
     runs = matrix.load_runs(tmp_path)
     assert [(r.implementation, r.release) for r in runs] == [
         ("torch", "2.9.0"),
@@ -39,6 +43,27 @@ def test_the_page_orders_releases_by_number_and_shows_each_rule(tmp_path):
     page = matrix.render(runs, "python -m conformance matrix DIR")
     assert "| ST-SPEC-2 | xfail | pass |" in page
     assert "| 2.13.0 | 2.13.0+cpu (CPU build) | k | 1 pass | 1 pass |" in page
+
+
+def test_runs_of_one_release_in_parts_count_as_one_with_the_worst_verdict_per_cell(tmp_path):
+    """The suite run in parts (operators apart): one column per release, each cell the worst of
+    the parts' verdicts, and the per-op table below the rules' table, which rule_verdicts alone
+    reads back."""
+    cpu = "2.13.0+cpu (CPU build)"
+    write_report(tmp_path / "a", "torch", cpu, {"ERR-6": {"gloo ws2": "pass"}})
+    write_report(
+        tmp_path / "b",
+        "torch",
+        cpu,
+        {"ERR-6": {"gloo ws2": "xfail"}, "DT-OP-7": {"gloo ws1": "pass"}},
+        ops={"add": {"gloo ws1": "pass", "gloo ws2": "xfail"}, "mm": {"gloo ws1": "pass"}},
+    )
+    (run,) = matrix.load_runs(tmp_path)
+    assert run.cells == {"ERR-6": "xfail", "DT-OP-7": "pass"}
+    assert run.summary == {"xfail": 1, "pass": 1}
+    page = matrix.render([run], "python -m conformance matrix DIR")
+    assert "| add | xfail |\n| mm | pass |" in page
+    assert matrix.rule_verdicts(page) == {"2.13.0": {"ERR-6": "xfail", "DT-OP-7": "pass"}}
 
 
 def test_a_report_without_a_header_is_refused(tmp_path):
