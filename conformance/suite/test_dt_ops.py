@@ -120,8 +120,9 @@ def op_cases(
         if homes.count("mesh") == len(homes):
             homes[draw(st.integers(1, len(homes) - 1))] = draw(st.sampled_from(HOMES[1:]))
         other = draw(world_meshes(world_size))
-        if other == (mesh_shape, mesh_ranks):
-            other = ([*mesh_shape, 1], mesh_ranks)
+        if other == (mesh_shape, mesh_ranks):  # another mesh: the ranks reversed, or reshaped
+            reshaped = ([1, 1] if len(mesh_shape) == 1 else [1], mesh_ranks)
+            other = (mesh_shape, mesh_ranks[::-1]) if world_size > 1 else reshaped
         for i, home in enumerate(homes):
             if home == "plain":
                 placements[i] = []

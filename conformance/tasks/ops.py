@@ -55,7 +55,9 @@ def apply(
     with codec.building():
         for i, (value, texts, home) in enumerate(zip(call.tensors(), placements, homes,
                                                       strict=True)):  # fmt: skip
-            value = value.contiguous()
+            # a copy: the catalogue's sample is this process's for every later case, and a local
+            # tensor or plain argument may be a view of it, which an op may write
+            value = value.clone(memory_format=torch.contiguous_format)
             if home == "plain":
                 inputs.append(value.to(ctx.device))
                 continue
@@ -86,7 +88,15 @@ def apply(
     return report
 
 
-def _dtensor(ctx: RankContext, impl: str, value, mesh_shape, mesh_ranks, texts, seed) -> Any:
+def _dtensor(
+    ctx: RankContext,
+    impl: str,
+    value: torch.Tensor,
+    mesh_shape: list[int],
+    mesh_ranks: list[int],
+    texts: list[str],
+    seed: int,
+) -> Any:
     """A DTensor of ``value`` with ``texts`` over the mesh ``mesh_shape``/``mesh_ranks``, built by
     ``from_local`` from this rank's part of it."""
     adapter = adapters.load(impl)
@@ -105,6 +115,8 @@ def _held(adapter: Any, x: Any) -> tuple[Any, ...]:
 
 
 def _full(adapter: Any, x: Any) -> torch.Tensor:
+    """What the implementation takes an input to be: a DTensor's ``full_tensor``, a plain
+    tensor itself; a copy, which no in-place op can write."""
     full = x if type(x) is torch.Tensor else adapter.dt_full_tensor(x)
     return full.detach().cpu().clone()
 
