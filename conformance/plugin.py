@@ -78,7 +78,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "conformance/xfails/<name>.txt, if it has one",
     )
     group.addoption(
-        "--case-timeout", type=float, default=30.0, help="seconds a case may take (default 30)"
+        "--case-timeout",
+        type=float,
+        default=30.0,
+        help="seconds of CPU time a rank may spend on a case (wall time where the OS cannot "
+        "say, and at most 10 times it; default 30)",
     )
     group.addoption(
         "--grace",

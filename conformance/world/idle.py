@@ -7,6 +7,10 @@ answered has slept for the grace period (``LocalWorld``). A rank that computes, 
 peer that still computes, is not asleep: that peer runs. Linux tells this through
 ``/proc/<pid>/task/*/stat``; elsewhere no process is ever judged asleep, and a hang costs the
 case timeout as before.
+
+The same samples give each rank's CPU time, which the case timeout is counted in where Linux
+tells it: a rank that computes for the timeout's length is hung however loaded the machine, and
+one that waits for a core on a busy machine is not, so a verdict does not depend on the load.
 """
 
 from __future__ import annotations
@@ -51,17 +55,28 @@ class SleepWatch:
     def __init__(self, window_s: float) -> None:
         self.window_s = window_s
         self._samples: dict[int, deque[tuple[float, int, bool]]] = {}
+        self._first_ticks: dict[int, int | None] = {}
 
     def sample(self, pid: int) -> None:
         now = time.monotonic()
         taken = cpu_sample(pid)
         history = self._samples.setdefault(pid, deque())
-        if taken is None:
+        first = self._first_ticks.setdefault(pid, None if taken is None else taken[0])
+        if taken is None or first is None:
+            self._first_ticks[pid] = None  # a gap in what /proc says: no CPU time to tell
             history.clear()
             return
         history.append((now, *taken))
         while len(history) > 1 and history[1][0] <= now - self.window_s:
             history.popleft()
+
+    def cpu_s(self, pid: int) -> float | None:
+        """The CPU time ``pid`` used since its first sample, or ``None`` where ``/proc`` cannot
+        say."""
+        history, first = self._samples.get(pid), self._first_ticks.get(pid)
+        if not history or first is None:
+            return None
+        return (history[-1][1] - first) / _TICKS_PER_S
 
     def asleep(self, pid: int) -> bool:
         """Whether every sample of the last ``window_s`` found ``pid`` with no thread running, and

@@ -46,6 +46,9 @@ from conformance.world.rank import (
 # period, but never less than this floor, which a correct rank waiting on a busy peer outlasts.
 _MIN_SLEEP_S = 0.5
 _SAMPLE_EVERY_S = 0.1
+# A case whose ranks neither sleep nor compute (starved of cores, or stopped) ends after this
+# many case timeouts of wall time.
+WALL_FACTOR = 10
 
 
 class WorldStartError(HarnessError, RuntimeError):
@@ -134,8 +137,11 @@ def _without_fork_ancestry(stack: str) -> str:
 class LocalWorld:
     """``world_size`` ranks on ``backend``, started on first use and restarted after a fault.
 
-    ``case_timeout_s`` bounds a case; once any rank has raised or died, the others get
-    ``grace_s`` more to answer (they are usually stuck in a collective the failed rank left).
+    ``case_timeout_s`` bounds a case: in CPU time, once a rank yet to answer has computed that
+    long in it (``conformance.world.idle``: a verdict does not depend on how loaded the machine
+    is), and in wall time where the OS cannot tell, or after ``WALL_FACTOR`` times it. Once any
+    rank has raised or died, the others get ``grace_s`` more to answer (they are usually stuck
+    in a collective the failed rank left).
     A case also ends, as a hang of the ranks yet to answer, once every one of them has slept for
     ``grace_s`` (no thread running, next to no CPU: ``conformance.world.idle``): nothing in the
     world can wake them, so a known hang costs the grace period, not the case timeout.
@@ -187,7 +193,8 @@ class LocalWorld:
         began = time.monotonic()
         self._dir = Path(tempfile.mkdtemp(prefix=f"shardspec-w{self.world_size}-"))
         context = mp.get_context(self.start_method)
-        pg_timeout_s = self.case_timeout_s + 30.0 if self.process_group else None
+        # the groups time out after any case would: a hang is reported as one, with its stack
+        pg_timeout_s = self.case_timeout_s * WALL_FACTOR + 30.0 if self.process_group else None
         for rank in range(self.world_size):
             parent_end, child_end = context.Pipe()
             log = self._dir / f"rank{rank}.log"
@@ -325,9 +332,9 @@ class LocalWorld:
         for conn in self._conns:
             with contextlib.suppress(OSError):  # a dead rank: its sentinel says so below
                 conn.send_bytes(message)
-        return self._collect(time.monotonic() + timeout_s, marks)
+        return self._collect(timeout_s, marks)
 
-    def _collect(self, deadline: float, marks: list[int]) -> tuple[Outcome, ...]:
+    def _collect(self, timeout_s: float, marks: list[int]) -> tuple[Outcome, ...]:
         started = time.monotonic()
         outcomes: dict[int, Outcome] = {}
         first_failure: float | None = None
@@ -335,18 +342,23 @@ class LocalWorld:
         sleep = SleepWatch(max(self.grace_s, _MIN_SLEEP_S))
         last_answer = started
         while len(outcomes) < self.world_size:
-            limit = (
-                deadline if first_failure is None else min(deadline, first_failure + self.grace_s)
-            )
-            remaining = limit - time.monotonic()
+            now = time.monotonic()
+            limit = started + timeout_s * WALL_FACTOR
+            if first_failure is not None:
+                limit = min(limit, first_failure + self.grace_s)
             waiting = [rank for rank in range(self.world_size) if rank not in outcomes]
             for rank in waiting:
                 sleep.sample(self._procs[rank].pid)
+            used = [sleep.cpu_s(self._procs[rank].pid) for rank in waiting]
+            if None in used:
+                limit = min(limit, started + timeout_s)
+            remaining = limit - now
+            computed_enough = any(u is not None and u >= timeout_s for u in used)
             # A rank that just answered may have woken the others (they waited for it in a
             # collective): they count as asleep only after a whole window without an answer.
-            quiet = time.monotonic() - last_answer >= sleep.window_s
+            quiet = now - last_answer >= sleep.window_s
             asleep = quiet and all(sleep.asleep(self._procs[rank].pid) for rank in waiting)
-            if remaining <= 0 or asleep:
+            if remaining <= 0 or computed_enough or asleep:
                 break
             watched: dict[Any, int] = {}
             for rank in waiting:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,7 +65,7 @@ def test_a_pure_call_that_hangs_is_a_failed_case_of_its_rule(tmp_path):
         "conformance/suite/test_st_validation.py::test_an_empty_box_overlaps_nothing",
     )
     assert "1 failed, 2 passed" in out.splitlines()[-1], out[-500:]
-    assert "rank 0: no answer after 3.0 s (hung)" in out
+    assert re.search(r"rank 0: no answer after [\d.]+ s \(asleep, hung\)", out)
     assert "in st_validate" in out  # the hung call's stack
     assert "symptom: hangs" in out
     assert pure_column(rules) == {"ST-VALID-1": "fail", "ERR-7": "fail"}
@@ -137,7 +138,7 @@ def test_a_batch_that_hangs_is_run_call_by_call_to_find_the_call_that_hung(tmp_p
         "mutants:LAYOUT_HANGS_AT_THE_LAST_COORDINATE",
         "conformance/suite/test_dt_layout.py::test_local_shape_and_offset_of_every_coordinate",
     )
-    assert "rank 0: no answer after 3.0 s (hung)" in out
+    assert re.search(r"rank 0: no answer after [\d.]+ s \(asleep, hung\)", out)
     assert "gave no answer [conformance.tasks.pure:local_shape_and_offset on 1 rank" in out
     assert "conformance.tasks.pure:each" not in out.split(" FAILURES ")[1]
     assert pure_column(rules)["ERR-7"] == "fail"

@@ -24,6 +24,7 @@ from conformance.world import (
 )
 from conformance.world.costs import COSTS
 from conformance.world.harness import HarnessError
+from conformance.world.local import WALL_FACTOR
 
 TIMEOUT_S = 4.0
 GRACE_S = 2.0
@@ -101,6 +102,28 @@ def test_ranks_asleep_in_a_collective_wait_as_long_as_a_peer_still_computes(worl
     assert result.ok, result.report("a slow peer was taken for a hang")
     assert result.elapsed_s >= busy_s
     assert [float(v[0]) for v in result.values()] == [10.0] * 4
+
+
+def test_the_case_timeout_counts_cpu_time_so_a_starved_rank_is_not_hung():
+    """A rank that runs a fifth of the time for three case timeouts (what it gets of a core on a
+    machine with more ranks than cores) has used far less CPU than the timeout: it answers, and
+    the verdict does not depend on the machine's load."""
+    timeout_s = 1.0
+    with LocalWorld(1, case_timeout_s=timeout_s, grace_s=GRACE_S) as world:
+        result = world.run(Case("world_tasks:compute_in_bursts", {"seconds": 3.0, "share": 0.2}))
+    assert result.ok, result.report("a rank that made progress was taken for a hang")
+    assert result.elapsed_s >= 3.0
+
+
+def test_a_rank_that_computes_for_the_case_timeout_is_hung():
+    timeout_s = 1.0
+    with LocalWorld(2, case_timeout_s=timeout_s, grace_s=GRACE_S) as world:
+        result = run_fault(world, Case("world_tasks:compute_forever", {"rank": 1}))
+    assert [type(o) for o in result.outcomes] == [Returned, Hung]
+    hung = result.outcomes[1]
+    assert not hung.asleep
+    assert timeout_s <= hung.waited_s < timeout_s * WALL_FACTOR
+    assert "in compute_forever" in hung.stack
 
 
 def test_a_rank_that_exits_is_reported_with_its_exit_code(world4):

@@ -119,6 +119,25 @@ def compute_then_reduce(ctx: RankContext, rank: int, seconds: float) -> torch.Te
     return all_reduce_sum(ctx, 1)
 
 
+def compute_in_bursts(ctx: RankContext, seconds: float, share: float) -> int:
+    """Compute for ``share`` of every 50 ms, sleeping the rest, for ``seconds``: a rank that
+    makes progress slowly, as one does on a machine with more ranks than cores."""
+    ends = time.monotonic() + seconds
+    while time.monotonic() < ends:
+        burst = time.monotonic() + 0.05 * share
+        while time.monotonic() < burst:
+            pass
+        time.sleep(0.05 * (1 - share))
+    return ctx.rank
+
+
+def compute_forever(ctx: RankContext, rank: int) -> int:
+    if ctx.rank == rank:
+        while True:
+            pass
+    return ctx.rank
+
+
 def exit_abruptly(ctx: RankContext, rank: int, code: int) -> torch.Tensor:
     if ctx.rank == rank:
         os._exit(code)
