@@ -117,37 +117,45 @@ def render(runs: list[Run], command: str) -> str:
     ]
     order = {rule.id: n for n, rule in enumerate(spec_rules.load())}
     rules = sorted({r for run in torch_runs for r in run.cells}, key=lambda r: order.get(r, 1e9))
-    lines += [
-        "",
+    lines += _table(
         "## Rules across releases",
-        "",
         "Each cell is the rule's worst verdict over the world sizes of that release's run.",
-        "",
-        "| rule | " + " | ".join(releases) + " |",
-        "|" + " --- |" * (len(releases) + 1),
-    ]
-    for rule in rules:
-        lines.append(f"| {rule} | " + " | ".join(r.cells.get(rule, "") for r in torch_runs) + " |")
+        "rule",
+        rules,
+        releases,
+        [run.cells for run in torch_runs],
+    )
     ops = sorted({op for run in torch_runs for op in run.op_cells})
     if ops:
-        lines += [
-            "",
+        lines += _table(
             OPS_HEADING,
-            "",
-            "Each cell is the op's worst verdict over the world sizes of that release's run",
+            "Each cell is the op's worst verdict over the world sizes of that release's run\n"
             "([dt-ops](../spec/dt-ops.md)); an op the release's OpInfo lacks has none.",
-            "",
-            "| op | " + " | ".join(releases) + " |",
-            "|" + " --- |" * (len(releases) + 1),
-        ]
-        for op in ops:
-            lines.append(
-                f"| {op} | " + " | ".join(r.op_cells.get(op, "") for r in torch_runs) + " |"
-            )
+            "op",
+            ops,
+            releases,
+            [run.op_cells for run in torch_runs],
+        )
     return "\n".join(lines) + "\n"
 
 
 OPS_HEADING = "## Operators across releases"
+
+
+def _table(
+    heading: str,
+    caption: str,
+    noun: str,
+    rows: list[str],
+    releases: list[str],
+    cells: list[dict[str, str]],
+) -> list[str]:
+    """A section of the page: one row per rule or op, one column per release (``cells``, in
+    the order of ``releases``)."""
+    lines = ["", heading, "", caption, "", f"| {noun} | " + " | ".join(releases) + " |"]
+    lines.append("|" + " --- |" * (len(releases) + 1))
+    lines += [f"| {row} | " + " | ".join(c.get(row, "") for c in cells) + " |" for row in rows]
+    return lines
 
 
 def rule_verdicts(page: str) -> dict[str, dict[str, str]]:
