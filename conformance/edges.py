@@ -20,7 +20,15 @@ from hypothesis import currently_in_test_context, event
 
 from conformance.oracle.layout import local_shape_and_offset
 from conformance.oracle.mesh import coordinates
-from conformance.vocabulary import Partial, Placement, Replicate, Shard, StridedShard
+from conformance.oracle.placements import normalize
+from conformance.vocabulary import (
+    Partial,
+    Placement,
+    Replicate,
+    Shard,
+    StridedShard,
+    parse_placements,
+)
 
 FAMILIES: dict[str, tuple[str, ...]] = {
     "tensor": (
@@ -176,6 +184,16 @@ NEEDS_RANKS = {
 
 # A ShardedTensor has at least one dim: its family is the tensor's but for 0-d.
 FAMILIES["sharded tensor"] = tuple(c for c in FAMILIES["tensor"] if c != "tensor: 0-d")
+# An op's tensor arguments (spec/dt-ops.md), one family: its classes are counted over every op of
+# the per-op test, whose examples are too few per op for pairs of them. An op's mesh holds every
+# rank of the world.
+FAMILIES["op inputs"] = (
+    *(f"op input: {kind}" for kind in ("R", "S", "S of a negative dim", "_S")),
+    *(f"op input: P({op})" for op in ("sum", "avg", "max", "min")),
+    *FAMILIES["chunks"],
+    *(c for c in FAMILIES["tensor"] if c != "tensor: bool"),
+    *(c for c in FAMILIES["mesh"] if c != "mesh: smaller than the world"),
+)
 
 DRAWN: Counter[str] = Counter()
 # The classes of each example the test ran, as sets: what pair coverage is counted from.
@@ -273,6 +291,20 @@ def mesh(shape: Sequence[int], ranks: Sequence[int], world_size: int) -> None:
     if len(ranks) < world_size:
         labels.append("mesh: smaller than the world")
     note(*labels)
+
+
+def op_input(
+    shape: Sequence[int], dtype: str, texts: Sequence[str], mesh_shape: Sequence[int]
+) -> None:
+    """The classes of an op's tensor argument of ``shape`` and ``dtype`` laid out as ``texts``
+    (``S(-1)``, ``_S(0, 2)``, ``P(avg)``) over a mesh of ``mesh_shape``."""
+    kinds = {"R": "op input: R", "S": "op input: S", "_S": "op input: _S"}
+    labels = {kinds.get(text.split("(")[0], f"op input: {text}") for text in texts}
+    if any(text.startswith("S(-") for text in texts):
+        labels.add("op input: S of a negative dim")
+    note(*sorted(labels))
+    tensor(shape, dtype, math.prod(mesh_shape))
+    chunks(shape, mesh_shape, normalize(parse_placements(texts), len(shape)))
 
 
 def flattening(ndim: int, dims: Sequence[int], name: str | None, names: Sequence[str]) -> None:

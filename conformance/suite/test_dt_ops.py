@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils import _pytree as pytree
 
-from conformance import judge, symptoms
+from conformance import edges, judge, symptoms
 from conformance.ops import catalogue
 from conformance.oracle import composite_bounds, dt_ops
 from conformance.oracle.layout import local_shape_and_offset
@@ -129,6 +129,11 @@ def op_cases(
             elif home == "other":
                 placements[i] = draw(input_placements(impl, other[0], tensors[i]))
         case |= {"homes": homes, "other_mesh": [list(other[0]), list(other[1])]}
+    edges.mesh(mesh_shape, mesh_ranks, world_size)
+    for t, texts, home in zip(tensors, placements, case.get("homes", HOMES[:1] * len(tensors)),
+                              strict=True):  # fmt: skip
+        if home == "mesh":
+            edges.op_input(t.shape, str(t.dtype).removeprefix("torch."), texts, mesh_shape)
     return world_size, case
 
 
@@ -347,12 +352,14 @@ def judge_op_case(result, args: dict[str, Any], blame: str | None = None) -> Non
 )  # fmt: skip
 @pytest.mark.volume(1 / 6)
 @pytest.mark.per_op
+@pytest.mark.edges("op inputs")
 @given(data=st.data())
 def test_an_op_on_dtensors_gives_the_single_device_result(
     impl, available_world_sizes, op_case, op, data
 ):
     """One test per op, so that a known failure of one op cannot hide another's, each drawing
-    a sixth of the profile's examples: its samples, dtypes, meshes and layouts."""
+    a sixth of the profile's examples: its samples, dtypes, meshes and layouts. The classes of
+    its inputs are counted over all the ops (``edges``: a run of every core op draws each)."""
     judge.requires(impl, "dtensor", "dtensor_ops")
     if op in getattr(impl, "unclaimed_ops", ()):
         judge.requires(impl, f"op:{op}")
