@@ -194,6 +194,22 @@ FAMILIES["op inputs"] = (
     *(c for c in FAMILIES["tensor"] if c != "tensor: bool"),
     *(c for c in FAMILIES["mesh"] if c != "mesh: smaller than the world"),
 )
+# A chain of API calls and its backward pass (spec/dt-grad.md), one family, as for operators.
+FAMILIES["grad chain"] = (
+    *(f"grad: {call}" for call in ("distribute", "from_local", "to_local", "full_tensor")),
+    "grad: redistributed",
+    "grad: no redistribution",
+    "grad: grad_placements given",
+    "grad: a gradient in parts",
+    "grad: two backward passes",
+    "grad: nothing requires grad",
+    "op input: P(sum)",
+    "op input: P(max)",
+    "op input: _S",
+    "chunks: uneven",
+    "tensor: 0-d",
+    "mesh: ranks out of order",
+)
 
 DRAWN: Counter[str] = Counter()
 # The classes of each example the test ran, as sets: what pair coverage is counted from.

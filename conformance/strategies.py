@@ -123,3 +123,16 @@ def with_placements_args(
         "fault": fault,
         **options,
     }
+
+
+def _factorizations(n: int, ndim: int) -> list[list[int]]:
+    return [list(f) for f in itertools.product(range(1, n + 1), repeat=ndim) if math.prod(f) == n]
+
+
+@st.composite
+def world_meshes(draw, world_size: int) -> tuple[list[int], list[int]]:
+    """A 1-D to 3-D mesh of every rank of the world, its ranks ascending or in any order (as
+    often as each other)."""
+    shape = draw(st.sampled_from(_factorizations(world_size, draw(st.integers(1, 3)))))
+    ranks = list(range(world_size))
+    return shape, list(draw(st.permutations(ranks))) if draw(st.booleans()) else ranks

@@ -1,6 +1,6 @@
 """The numbers of spec/tour.md, computed by the reference: one 5x3 tensor on a 2x2 mesh.
 
-    python -m reference.tour {locals,boxes,overlap,traffic,sum}
+    python -m reference.tour {locals,boxes,overlap,traffic,sum,grad}
 
 The tour shows each section's output verbatim and a test reruns it, so the tour cannot drift
 from the code it teaches. Everything here is pure: no process group is needed.
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
+from reference.dtensor.autograd import gradient_placements
 from reference.dtensor.draw import blocks
 from reference.dtensor.interop import to_sharded_metadata
 from reference.dtensor.layout import index_sequences, local_shape_and_offset, take
@@ -173,6 +174,25 @@ def sum_text() -> str:
     return "\n".join(lines)
 
 
+def weights() -> torch.Tensor:
+    """The tour's loss weights ``W = G + 1``: the gradient of ``(d.full_tensor() * W).sum()``."""
+    return global_tensor() + 1
+
+
+def grad_text() -> str:
+    """The gradient of ``(d.full_tensor() * W).sum()`` for the leaf ``d``: ``W``, laid out by
+    ``d``'s gradient placements (DT-GRAD-2), one block per coordinate."""
+    placements = gradient_placements(SOURCE)
+    lines = [f"(d.full_tensor() * W).sum().backward(), W = G + 1: d.grad is {show(placements)}"]
+    for block in blocks(SHAPE, MESH_SHAPE, placements, RANKS):
+        local = weights()
+        for dim, sequence in enumerate(block.indices):
+            local = take(local, dim, list(sequence))
+        rows = " ".join("[" + " ".join(f"{v:g}" for v in row) + "]" for row in local.tolist())
+        lines.append(f"{block.legend()}: [{rows}]")
+    return "\n".join(lines)
+
+
 def _amount(elements: int, size: int) -> str:
     return f"{elements} = {elements * size} B"
 
@@ -183,6 +203,7 @@ SECTIONS = {
     "overlap": overlap_text,
     "traffic": traffic_text,
     "sum": sum_text,
+    "grad": grad_text,
 }
 
 

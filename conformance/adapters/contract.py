@@ -258,12 +258,20 @@ class DTensorAdapter(Protocol):
         run_check: bool,
         shape: Sequence[int] | None,
         stride: Sequence[int] | None,
+        grad_placements: Sequence[str] | None = None,
     ) -> Any:
-        """``DTensor.from_local`` (DT-API)."""
+        """``DTensor.from_local`` (DT-API); ``grad_placements`` only where given (capability
+        ``dtensor_grad``, DT-GRAD-4)."""
 
-    def dt_to_local(self, dt: Any) -> torch.Tensor: ...
+    def dt_to_local(self, dt: Any, grad_placements: Sequence[str] | None = None) -> torch.Tensor:
+        """``dt.to_local()``; ``grad_placements`` only where given (DT-GRAD-3)."""
 
-    def dt_full_tensor(self, dt: Any) -> torch.Tensor: ...
+    def dt_full_tensor(self, dt: Any, grad_placements: Sequence[str] | None = None) -> torch.Tensor:
+        """``dt.full_tensor()``; ``grad_placements`` only where given (DT-GRAD-3)."""
+
+    def dt_grad(self, dt: Any) -> Any:
+        """``dt.grad``: a leaf DTensor's gradient, a DTensor or ``None`` (capability
+        ``dtensor_grad``, DT-GRAD-2)."""
 
     def dt_redistribute(
         self, dt: Any, placements: Sequence[str] | None, device_mesh: Any = None

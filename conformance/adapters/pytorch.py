@@ -43,6 +43,14 @@ from conformance.adapters.pytorch_ops import Unclaimed
 from conformance.vocabulary import ShardBox, properties_data, shard_box
 
 
+def _grad_placements(texts: Sequence[str] | None) -> dict[str, Any]:
+    """``grad_placements=`` where given: a release without the argument still runs the calls
+    that do not give it."""
+    if texts is None:
+        return {}
+    return {"grad_placements": [_to_torch_placement(p) for p in texts]}
+
+
 def _to_torch_placement(text: str) -> Placement:
     p = vocabulary.parse_placement(text)
     if isinstance(p, vocabulary.Replicate):
@@ -89,6 +97,7 @@ class PyTorchAdapter:
             "cuda",
             "dtensor_factories",
             "dtensor_ops",
+            "dtensor_grad",
             "interop_checkpoint",
         }
     )
@@ -204,7 +213,9 @@ class PyTorchAdapter:
         torch_placements = [_to_torch_placement(p) for p in placements]
         return distribute_tensor(tensor, mesh, torch_placements, src_data_rank=src_data_rank)
 
-    def dt_from_local(self, local, mesh, placements, run_check, shape, stride) -> DTensor:
+    def dt_from_local(
+        self, local, mesh, placements, run_check, shape, stride, grad_placements=None
+    ) -> DTensor:
         return DTensor.from_local(
             local,
             mesh,
@@ -212,13 +223,17 @@ class PyTorchAdapter:
             run_check=run_check,
             shape=torch.Size(shape) if shape is not None else None,
             stride=tuple(stride) if stride is not None else None,
+            **_grad_placements(grad_placements),
         )
 
-    def dt_to_local(self, dt: DTensor) -> torch.Tensor:
-        return dt.to_local()
+    def dt_to_local(self, dt: DTensor, grad_placements=None) -> torch.Tensor:
+        return dt.to_local(**_grad_placements(grad_placements))
 
-    def dt_full_tensor(self, dt: DTensor) -> torch.Tensor:
-        return dt.full_tensor()
+    def dt_full_tensor(self, dt: DTensor, grad_placements=None) -> torch.Tensor:
+        return dt.full_tensor(**_grad_placements(grad_placements))
+
+    def dt_grad(self, dt: DTensor) -> DTensor | None:
+        return dt.grad
 
     def dt_redistribute(
         self, dt: DTensor, placements: Sequence[str] | None, device_mesh: Any = None

@@ -57,6 +57,7 @@ class ReferenceAdapter:
             "cuda",
             "dtensor_factories",
             "dtensor_ops",
+            "dtensor_grad",
             "interop",
             "interop_checkpoint",
         }
@@ -159,16 +160,27 @@ class ReferenceAdapter:
             tensor, mesh, _placements(placements), src_data_rank=src_data_rank
         )
 
-    def dt_from_local(self, local, mesh, placements, run_check, shape, stride) -> dt.DTensor:
+    def dt_from_local(
+        self, local, mesh, placements, run_check, shape, stride, grad_placements=None
+    ) -> dt.DTensor:
         return dt.DTensor.from_local(
-            local, mesh, _placements(placements), run_check=run_check, shape=shape, stride=stride
+            local,
+            mesh,
+            _placements(placements),
+            run_check=run_check,
+            shape=shape,
+            stride=stride,
+            grad_placements=_placements(grad_placements),
         )
 
-    def dt_to_local(self, d: dt.DTensor) -> torch.Tensor:
-        return d.to_local()
+    def dt_to_local(self, d: dt.DTensor, grad_placements=None) -> torch.Tensor:
+        return d.to_local(grad_placements=_placements(grad_placements))
 
-    def dt_full_tensor(self, d: dt.DTensor) -> torch.Tensor:
-        return d.full_tensor()
+    def dt_full_tensor(self, d: dt.DTensor, grad_placements=None) -> torch.Tensor:
+        return d.full_tensor(grad_placements=_placements(grad_placements))
+
+    def dt_grad(self, d: dt.DTensor) -> dt.DTensor | None:
+        return d.grad
 
     def dt_redistribute(self, d: dt.DTensor, placements, device_mesh=None) -> dt.DTensor:
         mesh = d.device_mesh if device_mesh is None else device_mesh

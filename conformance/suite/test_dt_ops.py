@@ -3,8 +3,6 @@ in drawn placements over drawn meshes, judged against the single-device result."
 
 from __future__ import annotations
 
-import itertools
-import math
 from typing import Any
 
 import pytest
@@ -13,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils import _pytree as pytree
 
-from conformance import edges, judge, symptoms
+from conformance import edges, judge, strategies, symptoms
 from conformance.ops import catalogue
 from conformance.oracle import composite_bounds, dt_ops
 from conformance.oracle.layout import local_shape_and_offset
@@ -31,19 +29,6 @@ from conformance.world.harness import HarnessError
 # lacks is skipped when its test runs.
 CORE = list(catalogue.CORE_OPS)
 POWERS_OF_TWO = (1, 2, 4, 8)
-
-
-def _factorizations(n: int, ndim: int) -> list[list[int]]:
-    return [list(f) for f in itertools.product(range(1, n + 1), repeat=ndim) if math.prod(f) == n]
-
-
-@st.composite
-def world_meshes(draw, world_size: int) -> tuple[list[int], list[int]]:
-    """A 1-D to 3-D mesh of every rank of the world, its ranks ascending or in any order (as
-    often as each other)."""
-    shape = draw(st.sampled_from(_factorizations(world_size, draw(st.integers(1, 3)))))
-    ranks = list(range(world_size))
-    return shape, list(draw(st.permutations(ranks))) if draw(st.booleans()) else ranks
 
 
 @st.composite
@@ -98,7 +83,7 @@ def op_cases(
     index = draw(st.sampled_from(indices(dtype)))
     # a world of 1 rank shards nothing: drawn half as often as each other size
     world_size = draw(st.sampled_from([*world_sizes, *(n for n in world_sizes if n > 1)]))
-    mesh_shape, mesh_ranks = draw(world_meshes(world_size))
+    mesh_shape, mesh_ranks = draw(strategies.world_meshes(world_size))
     tensors = samples[index].tensors()
     placements = [draw(input_placements(impl, mesh_shape, t)) for t in tensors]
     case = {
@@ -119,7 +104,7 @@ def op_cases(
         homes = ["mesh", *(draw(st.sampled_from(HOMES)) for _ in tensors[1:])]
         if homes.count("mesh") == len(homes):
             homes[draw(st.integers(1, len(homes) - 1))] = draw(st.sampled_from(HOMES[1:]))
-        other = draw(world_meshes(world_size))
+        other = draw(strategies.world_meshes(world_size))
         if other == (mesh_shape, mesh_ranks):  # another mesh: the ranks reversed, or reshaped
             reshaped = ([1, 1] if len(mesh_shape) == 1 else [1], mesh_ranks)
             other = (mesh_shape, mesh_ranks[::-1]) if world_size > 1 else reshaped

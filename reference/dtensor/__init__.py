@@ -3,9 +3,9 @@
 One module per job: ``placements`` (what a placement is), ``layout`` (what each coordinate
 holds, pure), ``mesh`` (ranks in a grid and their groups), ``verdict`` (one outcome on every
 rank), ``collectives`` (data movement along one mesh dim, in coordinate order), ``redistribute``
-(transition plans), ``dtensor`` (the user-facing API), ``factories`` (DTensors made from a
-shape), ``ops`` (operators on DTensors), ``interop`` (ShardedTensor boxes), ``draw`` (a picture
-of a layout).
+(transition plans), ``autograd`` (gradients back through them), ``dtensor`` (the user-facing
+API), ``factories`` (DTensors made from a shape), ``ops`` (operators on DTensors), ``interop``
+(ShardedTensor boxes), ``draw`` (a picture of a layout).
 
 Each module's docstring lists the rules it implements and where they live.
 """

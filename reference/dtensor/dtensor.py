@@ -19,6 +19,11 @@ Rules and where they live:
 - DT-API-13, DT-MESH-9: ``distribute_tensor``, ``DTensor.from_local``, ``DTensor.redistribute``
 - DT-API-14: ``distribute_tensor``, ``_partitioned``
 - DT-API-15: ``distribute_tensor``, ``SourceFacts``, ``DTensor.redistribute``, ``_check_layout``
+- DT-GRAD-1: ``DTensor.requires_grad``, ``DTensor.is_leaf``, ``_partitioned``
+- DT-GRAD-2: ``DTensor.grad``
+- DT-GRAD-3: ``DTensor.to_local``, ``DTensor.full_tensor``
+- DT-GRAD-4: ``DTensor.from_local``, ``_declared``
+- DT-GRAD-5: ``DTensor.redistribute``
 - DT-LAYOUT-12: ``_block``
 - DT-OP-7: ``DTensor.assign`` (a result of another mesh is refused)
 - DT-OP-11, DT-OP-13: ``DTensor.assign``
@@ -37,7 +42,7 @@ import torch
 import torch.distributed as dist
 
 from reference import verdict
-from reference.dtensor import collectives
+from reference.dtensor import autograd, collectives
 from reference.dtensor.layout import index_sequences, take
 from reference.dtensor.mesh import DeviceMesh
 from reference.dtensor.placements import (
@@ -49,7 +54,7 @@ from reference.dtensor.placements import (
     show,
 )
 from reference.dtensor.placements import _require_int as require_int
-from reference.dtensor.redistribute import execute, partition, plan
+from reference.dtensor.redistribute import partition
 
 
 class DTensor:
@@ -91,7 +96,23 @@ class DTensor:
 
     @property
     def requires_grad(self) -> bool:
+        """DT-GRAD-1: the local tensor's flag, which every call keeps."""
         return self._local.requires_grad
+
+    @property
+    def is_leaf(self) -> bool:
+        """DT-GRAD-1: whether no call made this DTensor from one that requires grad."""
+        return self._local.is_leaf
+
+    @property
+    def grad(self) -> DTensor | None:
+        """A leaf's gradient (DT-GRAD-2): its local tensor's, laid out by the gradient
+        placements."""
+        local = self._local.grad
+        if local is None:
+            return None
+        placements = autograd.gradient_placements(self._placements)
+        return DTensor(local, self._mesh, placements, self._shape, self._stride)
 
     @property
     def device_mesh(self) -> DeviceMesh:
@@ -122,13 +143,25 @@ class DTensor:
         self._shape = result._shape
         self._stride = result._stride
 
-    def to_local(self) -> torch.Tensor:
-        """This rank's local tensor, without communication (DT-API-11)."""
-        return self._local
+    def to_local(self, *, grad_placements: Sequence[Placement] | None = None) -> torch.Tensor:
+        """This rank's local tensor, without communication (DT-API-11). Its gradient arrives
+        laid out by ``grad_placements`` (default: the gradient placements) and is moved to the
+        layout of this DTensor's gradient (DT-GRAD-3)."""
+        if not self._local.requires_grad:
+            return self._local
+        own = autograd.gradient_placements(self._placements)
+        arrives = own if grad_placements is None else self._normalized(grad_placements)
+        return autograd.Declare.apply(self._local, self._mesh, self._shape, arrives, own)
 
-    def full_tensor(self) -> torch.Tensor:
-        """The logical value on every in-mesh rank (DT-API-12): a redistribution to all ``R``."""
-        return self.redistribute(placements=[Replicate()] * self._mesh.ndim).to_local()
+    def full_tensor(self, *, grad_placements: Sequence[Placement] | None = None) -> torch.Tensor:
+        """The logical value on every in-mesh rank (DT-API-12): a redistribution to all ``R``,
+        whose gradient arrives laid out by ``grad_placements`` (default: all ``R``,
+        DT-GRAD-3)."""
+        replicated = self.redistribute(placements=[Replicate()] * self._mesh.ndim)
+        return replicated.to_local(grad_placements=grad_placements)
+
+    def _normalized(self, placements: Sequence[Placement]) -> tuple[Placement, ...]:
+        return normalize(placements, self.ndim, self._mesh.ndim)
 
     def redistribute(
         self,
@@ -164,7 +197,9 @@ class DTensor:
             return DTensor(self._local, self._mesh, target, self._shape, self._stride)
         facts = verdict.exchange(self._mesh.mesh_group, error, show(target) if target else None)
         verdict.require_same(facts, "DT-API-15", "the target placements")
-        local = execute(plan(self._placements, target), self._mesh, self._shape, self._local)
+        local = autograd.Redistribute.apply(
+            self._local, self._mesh, self._shape, self._placements, target
+        )
         return DTensor(local, self._mesh, target, self._shape, self._stride)
 
     # -- construction from local tensors --------------------------------------------------------
@@ -178,51 +213,86 @@ class DTensor:
         run_check: bool = False,
         shape: Sequence[int] | None = None,
         stride: Sequence[int] | None = None,
+        grad_placements: Sequence[Placement] | None = None,
     ) -> DTensor:
         """Wrap each rank's local tensor (DT-API-6 .. DT-API-10).
 
         Without ``run_check`` nothing is communicated and the local tensor is used as given.
         With it, the mesh checks that the local tensors form the layout and makes replicas equal.
+        The local tensor's gradient is laid out by ``grad_placements`` (default: the gradient
+        placements, DT-GRAD-4).
         """
 
-        def validate() -> tuple[tuple[Placement, ...], tuple[int, ...], tuple[int, ...]]:
+        def validate() -> tuple[Placement, ...]:
             _require_tensor_and_mesh(local_tensor, device_mesh)
             placed = normalize(placements, local_tensor.ndim, device_mesh.ndim)
             # DT-API-6
             if (shape is None) != (stride is None):
                 raise ValueError("[DT-API-6] give both shape and stride, or neither")
-            if shape is None:
-                global_shape = _inferred_shape(local_tensor.shape, device_mesh, placed)
-                return placed, global_shape, _dense_stride(global_shape, local_tensor)
-            _require_sizes("shape", shape, local_tensor.ndim)
-            _require_sizes("stride", stride, local_tensor.ndim)
-            return placed, tuple(shape), tuple(stride)
+            if shape is not None:
+                _require_sizes("shape", shape, local_tensor.ndim)
+                _require_sizes("stride", stride, local_tensor.ndim)
+            if grad_placements is not None:
+                normalize(grad_placements, local_tensor.ndim, device_mesh.ndim)
+            return placed
 
-        error, checked = verdict.check(validate)
+        error, placed = verdict.check(validate)
         coordinate = _coordinate(device_mesh)
         if not run_check or coordinate is None:
             # DT-API-7 (no communication), DT-API-10/13 (outside the mesh: no waiting).
             if error:
                 raise error
-            placed, global_shape, global_stride = checked
+            local = local_tensor
             if coordinate is None:
-                local_tensor = local_tensor.new_empty(0)
-            return DTensor(local_tensor, device_mesh, placed, global_shape, global_stride)
+                local = local_tensor.new_empty(0).requires_grad_(local_tensor.requires_grad)
+            return _declared(local_tensor, local, device_mesh, placed, shape, stride,
+                             grad_placements)  # fmt: skip
 
         own = None
         if not error:
-            placed, global_shape, _ = checked
+            global_shape = _global_shape(local_tensor, device_mesh, placed, shape)
             own = RunCheckFacts(show(placed), global_shape, str(local_tensor.dtype), coordinate,
                                 tuple(local_tensor.shape))  # fmt: skip
         facts = verdict.exchange(device_mesh.mesh_group, error, own)
-        placed, global_shape, global_stride = checked  # no rank failed, so this one checked
-        _check_layout(facts, device_mesh, placed)
+        _check_layout(facts, device_mesh, placed)  # no rank failed, so ``placed`` is checked
         local = local_tensor
         for mesh_dim, placement in enumerate(placed):
             # DT-API-9: replicas take coordinate 0's tensor, into a new tensor.
             if isinstance(placement, Replicate):
                 local = collectives.broadcast(device_mesh, mesh_dim, local)
-        return DTensor(local, device_mesh, placed, global_shape, global_stride)
+        return _declared(local_tensor, local, device_mesh, placed, shape, stride, grad_placements)
+
+
+def _global_shape(
+    local: torch.Tensor,
+    mesh: DeviceMesh,
+    placements: tuple[Placement, ...],
+    shape: Sequence[int] | None,
+) -> tuple[int, ...]:
+    """DT-API-6: the ``shape`` given, else the one inferred from the local tensor."""
+    return tuple(shape) if shape is not None else _inferred_shape(local.shape, mesh, placements)
+
+
+def _declared(
+    given: torch.Tensor,
+    local: torch.Tensor,
+    mesh: DeviceMesh,
+    placements: tuple[Placement, ...],
+    shape: Sequence[int] | None,
+    stride: Sequence[int] | None,
+    grad_placements: Sequence[Placement] | None,
+) -> DTensor:
+    """``from_local``'s DTensor holding ``local`` (made from the caller's ``given``), whose
+    gradient ``given`` gets laid out by ``grad_placements`` (DT-GRAD-4)."""
+    global_shape = _global_shape(given, mesh, placements, shape)
+    global_stride = _dense_stride(global_shape, given) if stride is None else tuple(stride)
+    if local.requires_grad:
+        own = autograd.gradient_placements(placements)
+        leaves = own
+        if grad_placements is not None:
+            leaves = normalize(grad_placements, given.ndim, mesh.ndim)
+        local = autograd.Declare.apply(local, mesh, global_shape, own, leaves)
+    return DTensor(local, mesh, placements, global_shape, global_stride)
 
 
 class RunCheckFacts(NamedTuple):
@@ -274,7 +344,8 @@ def distribute_tensor(
     """Slice the source rank's ``tensor`` into every coordinate's local tensor (DT-API-2..5, 14).
 
     The source sends each coordinate exactly its block; with ``src_data_rank=None`` every rank
-    slices its own ``tensor`` and nothing is communicated (DT-API-3).
+    slices its own ``tensor`` and nothing is communicated (DT-API-3). The result is a leaf that
+    requires grad where ``tensor`` does (DT-GRAD-1).
     """
 
     def validate() -> tuple[Placement, ...]:
@@ -297,12 +368,13 @@ def distribute_tensor(
         if error:
             raise error
         if coordinate is None:
-            empty = tensor.new_empty(0)
+            empty = tensor.new_empty(0).requires_grad_(tensor.requires_grad)
             return DTensor(empty, device_mesh, placed, tuple(tensor.shape), tensor.stride())
-        local = _block(tensor, device_mesh, placed, coordinate).clone(
+        local = _block(tensor.detach(), device_mesh, placed, coordinate).clone(
             memory_format=torch.contiguous_format
         )
-        return _partitioned(local, device_mesh, placed, tuple(tensor.shape), tensor.stride())
+        shape, stride = tuple(tensor.shape), tensor.stride()
+        return _partitioned(local, device_mesh, placed, shape, stride, tensor.requires_grad)
 
     is_source = error is None and dist.get_rank() == src_data_rank
     own = None
@@ -316,7 +388,7 @@ def distribute_tensor(
     blocks = None
     if is_source:
         blocks = {
-            device_mesh.rank_at(c): _block(tensor, device_mesh, placed, c)
+            device_mesh.rank_at(c): _block(tensor.detach(), device_mesh, placed, c)
             for c in device_mesh.coordinates()
         }
     local = collectives.scatter_blocks(
@@ -327,7 +399,7 @@ def distribute_tensor(
         dtype,
         verdict.local_device(device_mesh.device_type),
     )
-    return _partitioned(local, device_mesh, placed, shape, stride)
+    return _partitioned(local, device_mesh, placed, shape, stride, tensor.requires_grad)
 
 
 def _block(
@@ -348,13 +420,16 @@ def _partitioned(
     placements: tuple[Placement, ...],
     shape: tuple[int, ...],
     stride: tuple[int, ...],
+    requires_grad: bool = False,
 ) -> DTensor:
-    """DT-API-14: the ``P`` dims get the replicate-to-partial values of DT-REDIST-6."""
+    """DT-API-14: the ``P`` dims get the replicate-to-partial values of DT-REDIST-6; a leaf that
+    requires grad as asked (DT-GRAD-1)."""
     for mesh_dim, placement in enumerate(placements):
         if isinstance(placement, Partial):
             local = partition(
                 local, placement, mesh.size(mesh_dim), mesh.get_coordinate()[mesh_dim]
             )
+    local = local.requires_grad_(requires_grad)
     return DTensor(local, mesh, placements, tuple(shape), tuple(stride))
 
 

@@ -343,3 +343,56 @@ def op_out_and_mixing(ctx: RankContext) -> dict[str, Any]:
         "other mesh": other.full_tensor(),
         "other mesh's output on x's mesh": other.device_mesh is mesh,
     }
+
+
+def grad_examples(ctx: RankContext) -> dict[str, Any]:
+    """spec/dt-grad.md's worked examples on a world of 2, each a fresh leaf and one backward
+    pass: what each leaf's gradient became, and its layout."""
+    mesh = DeviceMesh("cpu", [0, 1])
+    rank = ctx.rank
+    seen: dict[str, Any] = {}
+
+    d = distribute_tensor(torch.arange(4.0, requires_grad=True), mesh, pl.parse("S(0)"))
+    seen["distribute is a leaf"] = d.requires_grad and d.is_leaf
+    h = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    for _ in range(2):  # DT-GRAD-2: a second pass adds to .grad
+        (d.full_tensor() * h).sum().backward()
+        seen.setdefault("grad after one pass", d.grad.full_tensor())
+    seen["grad after two passes"] = d.grad.full_tensor()
+    seen["grad placements"] = pl.show(d.grad.placements)
+    seen["grad local"] = d.grad.to_local().clone()
+
+    r = distribute_tensor(torch.tensor([1.0, 2.0], requires_grad=True), mesh, pl.parse("R"))
+    y = r.to_local(grad_placements=pl.parse("P(sum)"))  # DT-GRAD-3
+    (y * torch.tensor([[1.0, 0.0], [0.0, 3.0]])[rank]).sum().backward()
+    seen["to_local in parts"] = r.grad.full_tensor()
+
+    t = torch.ones(2, requires_grad=True)  # DT-GRAD-4
+    p = DTensor.from_local(t, mesh, pl.parse("P(sum)"))
+    (p.full_tensor() * torch.tensor([1.0, 2.0])).sum().backward()
+    seen["from_local default"] = t.grad.clone()
+    u = torch.ones(2, requires_grad=True)
+    q = DTensor.from_local(u, mesh, pl.parse("P(sum)"), grad_placements=pl.parse("P(sum)"))
+    (q.full_tensor() * torch.tensor([1.0, 2.0])).sum().backward()
+    seen["from_local in parts"] = u.grad.clone()
+
+    part = torch.tensor([[1.0, 1.0], [2.0, 2.0]])[rank].requires_grad_()  # DT-GRAD-5
+    s = DTensor.from_local(part, mesh, pl.parse("P(sum)")).redistribute(mesh, pl.parse("S(0)"))
+    (s.full_tensor() * torch.tensor([5.0, 7.0])).sum().backward()
+    seen["redistribute back"] = part.grad.clone()
+
+    plain = distribute_tensor(torch.ones(3), mesh, pl.parse("S(0)"))  # DT-GRAD-1
+    moved = plain.redistribute(mesh, pl.parse("R"))
+    seen["nothing requires grad"] = [plain.requires_grad, moved.requires_grad,
+                                     moved.to_local().requires_grad, plain.grad]  # fmt: skip
+    return seen
+
+
+def tour_grad(ctx: RankContext) -> tuple[str, torch.Tensor]:
+    """spec/tour.md section 7 on the tour's mesh: ``d.grad``'s placements and local tensor."""
+    from reference import tour
+
+    mesh = mesh_of(ctx, tour.MESH_SHAPE, tour.RANKS)
+    d = distribute_tensor(tour.global_tensor().requires_grad_(), mesh, tour.SOURCE)
+    (d.full_tensor() * tour.weights()).sum().backward()
+    return pl.show(d.grad.placements), d.grad.to_local().detach().clone()

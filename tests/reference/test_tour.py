@@ -10,6 +10,8 @@ import re
 import shlex
 from pathlib import Path
 
+import torch
+
 from conformance.world import Case
 from reference import tour
 from reference.dtensor.placements import show
@@ -32,7 +34,7 @@ def printed(command: str) -> str:
 
 def test_every_console_block_is_what_its_command_prints():
     blocks = BLOCK.findall(TOUR.read_text())
-    assert len(blocks) == 7, "the tour's console blocks were not all found"
+    assert len(blocks) == 8, "the tour's console blocks were not all found"
     for command, shown in blocks:
         assert shown == printed(command), f"spec/tour.md is stale for: {command}"
 
@@ -87,3 +89,14 @@ def test_the_tours_traffic_is_what_a_gloo_world_receives(world_pool):
             received = tour.all_gather_receives(tour.SHAPE, tour.MESH_SHAPE, the_plan, (i, j))
             expected[rank] = received * size
     assert result.values() == [expected[rank] for rank in range(len(tour.RANKS))]
+
+
+def test_the_tours_gradient_is_what_a_gloo_world_computes(world_pool):
+    """Section 7's blocks are the reference's ``d.grad`` after a real backward on 4 ranks."""
+    results = world_pool.get(4).run(Case("dt_tasks:tour_grad")).values()
+    weights = tour.weights()
+    for rank, (placements, local) in enumerate(results):
+        assert placements == show(tour.SOURCE)
+        i, j = divmod(tour.RANKS.index(rank), tour.MESH_SHAPE[1])
+        rows, cols = ((0, 3), (3, 5))[i], ((0, 2), (2, 3))[j]
+        assert torch.equal(local, weights[rows[0] : rows[1], cols[0] : cols[1]])
