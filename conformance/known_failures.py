@@ -199,9 +199,13 @@ def matches(entry: XFail, test_id: str) -> bool:
     return test_id == entry.test_id or test_id.startswith(entry.test_id + "[")
 
 
-def stale(entry: XFail, collected_files: set[str]) -> bool:
+def stale(entry: XFail, collected_files: set[str], other_ops: frozenset[str] = frozenset()) -> bool:
     """Whether an entry that matched no collected test names nothing: its file was collected (the
     test is gone), or the file itself is gone. A run restricted to other files says nothing of
-    it."""
+    it, nor does a run of a per-op test (``other_ops``: the tests that ran some of the ops, not
+    all) of the op an entry's parametrisation names."""
+    test, bracket, _ = entry.test_id.partition("[")
+    if bracket and test in other_ops:
+        return False
     file = entry.test_id.partition("::")[0]
     return file in collected_files or not (paths.CHECKOUT / file).is_file()

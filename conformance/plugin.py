@@ -540,13 +540,13 @@ def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> Non
     collected_files = {suite_id(item).partition("::")[0] for item in items}
     # A per-op test runs the ops --ops chose: an entry for another op is not stale, unless every
     # op of the catalogue ran.
-    unchosen = set()
+    other_ops = frozenset()
     if _OPS in config.stash and _ops_option(config) != "all":
-        unchosen = {suite_id(i).partition("[")[0] for i in items if i.get_closest_marker("per_op")}
+        other_ops = frozenset(
+            suite_id(i).partition("[")[0] for i in items if i.get_closest_marker("per_op")
+        )
     for entry in entries:
-        if entry.test_id.partition("[")[0] in unchosen and "[" in entry.test_id:
-            continue
-        if entry.line not in used and known_failures.stale(entry, collected_files):
+        if entry.line not in used and known_failures.stale(entry, collected_files, other_ops):
             where = f"{path}:{entry.line}"
             warnings.warn(
                 f"{where}: xfail entry {entry.test_id!r} matches no collected test", stacklevel=1
