@@ -16,7 +16,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 import reference.dtensor as dt
-import reference.dtensor.dtensor as dt_dtensor
+import reference.dtensor.autograd as dt_autograd
 import reference.dtensor.ops as dt_ops
 import reference.dtensor.redistribute as dt_redistribute
 from conformance.adapters.reference import ReferenceAdapter
@@ -499,7 +499,7 @@ class _Replanned(ReferenceAdapter):
         def plan(source, target):
             return self.replan(planned(source, target), source, target)
 
-        with mock.patch.object(dt_dtensor, "plan", plan):
+        with mock.patch.object(dt_autograd, "plan", plan):
             return super().dt_redistribute(d, placements, device_mesh)
 
 
@@ -781,6 +781,17 @@ REDISTRIBUTE_STRIDE_OF_LOCAL = RedistributeStrideOfTheLocal()
 PARTIAL_RELABELLED = PartialRelabelled()
 NESTED_LEFT_TO_RIGHT = NestedShardsGatheredLeftToRight()
 PARTITION_DIVIDES_BOOL = PartitionDividesBool()
+
+
+class ToLocalIgnoresGradPlacements(ReferenceAdapter):
+    """``to_local(grad_placements=...)`` that ignores the declaration: gradients each rank
+    computed as parts of one (``P(sum)``) are read as copies of it (DT-GRAD-3)."""
+
+    def dt_to_local(self, d, grad_placements=None):
+        return super().dt_to_local(d)
+
+
+TO_LOCAL_IGNORES_GRAD_PLACEMENTS = ToLocalIgnoresGradPlacements()
 
 
 class LayoutCrashesTheProcess(ReferenceAdapter):

@@ -415,6 +415,13 @@ MUTANTS = [
         "DT-REDIST-6",
         ["to_local().dtype=torch.float32, but should be torch.bool", '"target": ["P(sum)"]'],
     ),
+    Mutant(
+        "to-local-ignores-grad-placements",
+        "test_dt_grad.py",
+        "mutants:TO_LOCAL_IGNORES_GRAD_PLACEMENTS",
+        "DT-GRAD-3",
+        ["the leaf's gradient", '"end": "to_local"', '"P(sum)"'],
+    ),
 ]
 
 
