@@ -125,6 +125,10 @@ def with_placements_args(
     }
 
 
+# Mesh dim sizes over which a P(avg) part (one coordinate k·v, the others 0) averages exactly.
+POWERS_OF_TWO = (1, 2, 4, 8)
+
+
 def _factorizations(n: int, ndim: int) -> list[list[int]]:
     return [list(f) for f in itertools.product(range(1, n + 1), repeat=ndim) if math.prod(f) == n]
 

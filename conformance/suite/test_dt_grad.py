@@ -24,15 +24,13 @@ from conformance.world import Raised
 from conformance.world.backends import backend_named
 from conformance.world.protocol import BUILT_FACT
 
-POWERS_OF_TWO = (1, 2, 4, 8)
-
 
 @st.composite
-def leaf_placements(draw, impl: Any, mesh_shape: list[int], ndim: int, dtype: str) -> list[str]:
+def leaf_placements(draw, impl: Any, mesh_shape: list[int], ndim: int) -> list[str]:
     """One placement per mesh dim for the leaf: ``S(d)`` (negative ``d`` too), ``R``, strided
     shards where claimed, and one ``P(op)`` where claimed (``avg`` over meshes whose dims are
     powers of two, where its parts are exact, as for operators)."""
-    ops = ["sum", "max", "min"] + ["avg"] * all(k in POWERS_OF_TWO for k in mesh_shape)
+    ops = ["sum", "max", "min"] + ["avg"] * all(k in strategies.POWERS_OF_TWO for k in mesh_shape)
     ops = [op for op in ops if f"partial:{op}" in impl.capabilities]
     kinds = ["R"] + ["S", "S"] * bool(ndim)
     if ndim and "strided_shard" in impl.capabilities:
@@ -80,7 +78,7 @@ def chains(draw, impl: Any, world_sizes: list[int]) -> tuple[int, dict[str, Any]
     dtype = draw(st.sampled_from(["float32", "float64"]))
     ndim = len(shape)
     start = draw(st.sampled_from(["distribute", "from_local"]))
-    placements = draw(leaf_placements(impl, mesh_shape, ndim, dtype))
+    placements = draw(leaf_placements(impl, mesh_shape, ndim))
     steps = draw(st.lists(targets(impl, mesh_shape, ndim), max_size=2))
     last = steps[-1] if steps else placements
     end = draw(st.sampled_from(["to_local", "full_tensor"]))

@@ -28,7 +28,6 @@ from conformance.world.harness import HarnessError
 # neighbours, named without importing OpInfo (seconds); an op the installed release's OpInfo
 # lacks is skipped when its test runs.
 CORE = list(catalogue.CORE_OPS)
-POWERS_OF_TWO = (1, 2, 4, 8)
 
 
 @st.composite
@@ -40,7 +39,7 @@ def input_placements(draw, impl: Any, mesh_shape: list[int], tensor: torch.Tenso
     powers of two (the parts whose reduction is exact, spec/dt-ops.md)."""
     ndim = tensor.dim()
     ops = [] if tensor.dtype == torch.bool else ["sum", "max", "min"]
-    if tensor.is_floating_point() and all(k in POWERS_OF_TWO for k in mesh_shape):
+    if tensor.is_floating_point() and all(k in strategies.POWERS_OF_TWO for k in mesh_shape):
         ops.append("avg")
     ops = [op for op in ops if f"partial:{op}" in impl.capabilities]
     kinds = ["S", "R", "S"] if ndim else ["R"]

@@ -232,7 +232,7 @@ class DTensor:
             if shape is not None:
                 _require_sizes("shape", shape, local_tensor.ndim)
                 _require_sizes("stride", stride, local_tensor.ndim)
-            if grad_placements is not None:
+            if grad_placements is not None:  # checked here, so that every rank refuses alike
                 normalize(grad_placements, local_tensor.ndim, device_mesh.ndim)
             return placed
 
