@@ -18,7 +18,7 @@ import pytest
 from hypothesis import Phase, settings
 from hypothesis.errors import UnsatisfiedAssumption
 
-from conformance import covering, edges, profiles
+from conformance import covering, edges, judge, profiles
 
 # The most examples drawn for the pool, per Hypothesis profile (it stops early once it holds
 # every required pair); a profile not here draws no covering examples (quick stays quick).
@@ -99,8 +99,8 @@ def draw_pool(item: pytest.Item, size: int, wanted: set[covering.Pair]) -> list[
                 inner(*args, **call)
             except UnsatisfiedAssumption:
                 return  # a discarded example: the property discards it too
-            except Exception:  # _Dry, or a check before the first case: the example will say
-                pass
+            except (Exception, pytest.fail.Exception, pytest.xfail.Exception):
+                pass  # _Dry, or a check before the first case: the example will say
             labels = frozenset(noted)
         kept.update({k: ("data", r.values) for k, r in recorders.items()})
         pool.append(Candidate(labels, kept))
@@ -131,9 +131,15 @@ def choose(item: pytest.Item, families: list[str], max_ranks: int, size: int) ->
 
 
 def run(item: pytest.Item, chosen: list[Candidate]) -> None:
-    """Run each covering example through the property's per-example body (with the plugin's
-    wrappers: known failures end an example, classes are counted)."""
+    """Run each covering example through the property's per-example body, as the property runs
+    its own: a known failure ends the example (counted, as the plugin counts the property's) and
+    the next one runs, so a known failure of one rule never hides another's."""
     handle = item.obj.hypothesis
     fixtures = {name: item.funcargs[name] for name in item._fixtureinfo.argnames}
     for candidate in chosen:
-        handle.inner_test(**fixtures, **candidate.arguments())
+        judge.KNOWN.examples += 1
+        with judge.covering_example():
+            try:
+                handle.inner_test(**fixtures, **candidate.arguments())
+            except judge.KnownFailureMet:
+                judge.KNOWN.ended_known += 1

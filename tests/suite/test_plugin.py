@@ -492,6 +492,32 @@ def test_ci_draws_every_pair_of_declared_classes_first_and_so_meets_a_fault_of_t
     assert "True,cycle" in first
 
 
+# PAIRS_TEST whose sub-groups break a rule the xfails file lists, but with a longer cycle another.
+KNOWN_IN_COVERING_TEST = (
+    PAIRS_TEST.replace("import edges", "import edges, judge, symptoms")
+    .replace('"ST-GATHER-1")', '"ST-GATHER-1", "ST-GATHER-2")')
+    .replace(
+        '    assert not (sub and kind == "cycle"), "planted: a sub-group with a longer cycle"',
+        "    if sub:\n"
+        '        rule = "ST-GATHER-2" if kind == "cycle" else "ST-GATHER-1"\n'
+        '        judge.fail(f"planted: a sub-group, {kind}", rule, symptoms.WRONG_VALUE)',
+    )
+)
+
+
+def test_a_known_failure_in_a_covering_example_ends_that_example_not_the_test(pytester):
+    """Covering examples run like the property's own: one that meets a known failure ends
+    there and the next runs, so a failure of another rule that a later covering example meets
+    is reported, not hidden behind the known one as an expected failure of the whole test."""
+    pytester.makepyfile(test_pairs=KNOWN_IN_COVERING_TEST)
+    pytester.path.joinpath("xfails.txt").write_text(
+        "# planted\ntest_pairs.py::test_pairs\n    ST-GATHER-1: wrong value\n"
+    )
+    result = run(pytester, "--hypothesis-profile", "ci", "--xfails", "xfails.txt")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*planted: a sub-group, cycle*"])
+
+
 def test_a_seed_draws_the_same_examples_whatever_modules_are_imported(tmp_path, monkeypatch):
     """Hypothesis would mix literals of "local" modules (the suite in a checkout, none in a
     wheel) into its draws: the same seed must draw the same examples either way."""
