@@ -133,6 +133,7 @@ IMPOSSIBLE: dict[Pair, str] = {
         ),
         "one box overlaps no other, and is one rank's, once",
     ),
+    pair("tensor: float64", "tensor: int64"): "a tensor has one dtype",
 }
 
 

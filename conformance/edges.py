@@ -211,6 +211,33 @@ FAMILIES["grad chain"] = (
     "mesh: ranks out of order",
 )
 
+# A random call (spec/dt-random.md) and what its judgement could compare, paired with the layout
+# classes it meets: DT-RAND-4 judges only draws large enough that a correct one cannot look
+# repeated, so those classes are required like the calls.
+FAMILIES["random call"] = (
+    *(
+        f"random: {call}"
+        for call in ("rand", "randn", "uniform_", "normal_", "bernoulli_", "dropout")
+    ),
+    "random: rand_like",
+    "random: randn_like",
+    "random: parts compared",
+    "random: values compared",
+    "random: a certain outcome",
+    "tensor: int64",
+)
+FAMILIES["random layout"] = (
+    "op input: R",
+    "op input: S",
+    "op input: _S",
+    "op input: P(sum)",
+    "op input: P(max)",
+    "chunks: uneven",
+    "tensor: 0-d",
+    "tensor: float64",
+    "mesh: ranks out of order",
+)
+
 DRAWN: Counter[str] = Counter()
 # The classes of each example the test ran, as sets: what pair coverage is counted from.
 EXAMPLES: list[frozenset[str]] = []
@@ -313,9 +340,13 @@ def op_input(
     shape: Sequence[int], dtype: str, texts: Sequence[str], mesh_shape: Sequence[int]
 ) -> None:
     """The classes of an op's tensor argument of ``shape`` and ``dtype`` laid out as ``texts``
-    (``S(-1)``, ``_S(0, 2)``, ``P(avg)``) over a mesh of ``mesh_shape``."""
+    (``S(-1)``, ``_S(0, 2)``, ``P(avg)``) over a mesh of ``mesh_shape``; a ``P`` class only
+    over a mesh dim of more than one coordinate, of a tensor with elements."""
     kinds = {"R": "op input: R", "S": "op input: S", "_S": "op input: _S"}
-    labels = {kinds.get(text.split("(")[0], f"op input: {text}") for text in texts}
+    # A P over one coordinate, or of no elements, has one part, the value: no partial in effect.
+    labels = {kinds.get(text.split("(")[0], f"op input: {text}") for text, k in
+              zip(texts, mesh_shape, strict=True) if not text.startswith("P(") or
+              (k > 1 and math.prod(shape))}  # fmt: skip
     if any(text.startswith("S(-") for text in texts):
         labels.add("op input: S of a negative dim")
     note(*sorted(labels))

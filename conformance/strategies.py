@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -127,6 +128,30 @@ def with_placements_args(
 
 # Mesh dim sizes over which a P(avg) part (one coordinate k·v, the others 0) averages exactly.
 POWERS_OF_TWO = (1, 2, 4, 8)
+
+
+@st.composite
+def dtensor_placements(draw, impl: Any, mesh_shape: list[int], ndim: int) -> list[str]:
+    """One placement per mesh dim of a DTensor the suite builds: ``S(d)`` (negative ``d`` too),
+    ``R``, strided shards where claimed, and one ``P(op)`` where claimed (``avg`` over meshes
+    whose dims are powers of two, where its parts are exact)."""
+    ops = ["sum", "max", "min"] + ["avg"] * all(k in POWERS_OF_TWO for k in mesh_shape)
+    ops = [op for op in ops if f"partial:{op}" in impl.capabilities]
+    kinds = ["R"] + ["S", "S"] * bool(ndim)
+    if ndim and "strided_shard" in impl.capabilities:
+        kinds.append("_S")
+    if ops:
+        kinds.append(f"P({draw(st.sampled_from(ops))})")
+    return [concrete(draw, draw(st.sampled_from(kinds)), ndim) for _ in mesh_shape]
+
+
+def concrete(draw, kind: str, ndim: int) -> str:
+    """A placement of ``kind`` (``S``, ``_S`` or as it is) with its dim and split drawn."""
+    if kind == "S":
+        return f"S({draw(st.integers(-ndim, ndim - 1))})"
+    if kind == "_S":
+        return f"_S({draw(st.integers(0, ndim - 1))}, {draw(st.sampled_from([2, 3]))})"
+    return kind
 
 
 def _factorizations(n: int, ndim: int) -> list[list[int]]:

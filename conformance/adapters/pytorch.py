@@ -98,6 +98,7 @@ class PyTorchAdapter:
             "dtensor_factories",
             "dtensor_ops",
             "dtensor_grad",
+            "dtensor_random",
             "interop_checkpoint",
         }
     )

@@ -58,6 +58,8 @@ class ReferenceAdapter:
             "dtensor_factories",
             "dtensor_ops",
             "dtensor_grad",
+            "dtensor_random",
+            "dtensor_random_parity",
             "interop",
             "interop_checkpoint",
         }

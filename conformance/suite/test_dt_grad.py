@@ -26,36 +26,13 @@ from conformance.world.protocol import BUILT_FACT
 
 
 @st.composite
-def leaf_placements(draw, impl: Any, mesh_shape: list[int], ndim: int) -> list[str]:
-    """One placement per mesh dim for the leaf: ``S(d)`` (negative ``d`` too), ``R``, strided
-    shards where claimed, and one ``P(op)`` where claimed (``avg`` over meshes whose dims are
-    powers of two, where its parts are exact, as for operators)."""
-    ops = ["sum", "max", "min"] + ["avg"] * all(k in strategies.POWERS_OF_TWO for k in mesh_shape)
-    ops = [op for op in ops if f"partial:{op}" in impl.capabilities]
-    kinds = ["R"] + ["S", "S"] * bool(ndim)
-    if ndim and "strided_shard" in impl.capabilities:
-        kinds.append("_S")
-    if ops:
-        kinds.append(f"P({draw(st.sampled_from(ops))})")
-    return [_concrete(draw, draw(st.sampled_from(kinds)), ndim) for _ in mesh_shape]
-
-
-@st.composite
 def targets(draw, impl: Any, mesh_shape: list[int], ndim: int) -> list[str]:
     """A redistribution's target without ``P``: ``R``, ``S(d)``, strided shards where
     claimed (moving into ``P`` is DT-REDIST-6's)."""
     kinds = ["R"] + ["S", "S"] * bool(ndim)
     if ndim and "strided_shard" in impl.capabilities:
         kinds.append("_S")
-    return [_concrete(draw, draw(st.sampled_from(kinds)), ndim) for _ in mesh_shape]
-
-
-def _concrete(draw, kind: str, ndim: int) -> str:
-    if kind == "S":
-        return f"S({draw(st.integers(-ndim, ndim - 1))})"
-    if kind == "_S":
-        return f"_S({draw(st.integers(0, ndim - 1))}, {draw(st.sampled_from([2, 3]))})"
-    return kind
+    return [strategies.concrete(draw, draw(st.sampled_from(kinds)), ndim) for _ in mesh_shape]
 
 
 @st.composite
@@ -78,7 +55,7 @@ def chains(draw, impl: Any, world_sizes: list[int]) -> tuple[int, dict[str, Any]
     dtype = draw(st.sampled_from(["float32", "float64"]))
     ndim = len(shape)
     start = draw(st.sampled_from(["distribute", "from_local"]))
-    placements = draw(leaf_placements(impl, mesh_shape, ndim))
+    placements = draw(strategies.dtensor_placements(impl, mesh_shape, ndim))
     steps = draw(st.lists(targets(impl, mesh_shape, ndim), max_size=2))
     last = steps[-1] if steps else placements
     end = draw(st.sampled_from(["to_local", "full_tensor"]))

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from conformance.adapters.contract import Adapter
+from conformance.oracle import dt_random
 from conformance.oracle.dt_api import contiguous_stride
 from conformance.oracle.dt_ops import input_local
 from conformance.oracle.layout import source_local
@@ -181,3 +182,9 @@ def op_input(
     "Inputs the suite draws"): its coordinate's layout slice of its part of the value."""
     coord = coordinate(Mesh(tuple(mesh_shape), tuple(mesh_ranks)), rank)
     return input_local(value, mesh_shape, parse_placements(placements), coord, seed)
+
+
+def random_input(shape: list[int], dtype: str, seed: int) -> torch.Tensor:
+    """The value of a random op's DTensor input (spec/dt-random.md): the oracle's, so that the
+    driver judges ``dropout``'s output against what the ranks were given."""
+    return dt_random.input_value(shape, dtype, seed)

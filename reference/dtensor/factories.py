@@ -3,7 +3,8 @@
 Every rank builds its own local tensor from the layout (spec/dt-layout.md); nothing is sent. A
 filled factory gives exactly the local tensors ``distribute_tensor`` would give for the filled
 global tensor, ``P`` mesh dims included, so its logical value is the fill (DT-API-17); the values
-of ``empty``, ``rand`` and ``randn`` are left to the implementation.
+of ``empty`` are left to the implementation. ``rand`` and ``randn`` are random draws
+(``reference.dtensor.random``).
 
 Rules and where they live:
 
@@ -91,15 +92,3 @@ def empty(size: Sequence[int], *, device_mesh: DeviceMesh, placements=None, dtyp
           requires_grad: bool = False) -> DTensor:  # fmt: skip
     """The layout of DT-API-16 with unspecified values."""
     return _factory(torch.empty, size, device_mesh, placements, dtype, requires_grad)
-
-
-def rand(size: Sequence[int], *, device_mesh: DeviceMesh, placements=None, dtype=None,
-         requires_grad: bool = False) -> DTensor:  # fmt: skip
-    """Uniform values in ``[0, 1)``; which ones is the implementation's choice."""
-    return _factory(torch.rand, size, device_mesh, placements, dtype, requires_grad)
-
-
-def randn(size: Sequence[int], *, device_mesh: DeviceMesh, placements=None, dtype=None,
-          requires_grad: bool = False) -> DTensor:  # fmt: skip
-    """Normal values; which ones is the implementation's choice."""
-    return _factory(torch.randn, size, device_mesh, placements, dtype, requires_grad)

@@ -32,6 +32,9 @@ Rules and where they live:
 - DT-OP-12: ``call`` (a plain tensor argument is a value, passed as it is; the replicated way
   brings each DTensor to R on its own mesh, so inputs on two meshes of the same ranks meet)
 - DT-OP-13: ``_into``
+
+A random op (``uniform_``, ``dropout``, ...) goes to ``reference.dtensor.random``
+(spec/dt-random.md): its values are one draw, no function of the inputs' full tensors.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from reference.dtensor import random
 from reference.dtensor.dtensor import DTensor
 from reference.dtensor.placements import Partial, Placement, Replicate, Shard
 
@@ -62,6 +66,8 @@ def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     dtensors = [x for x in leaves if isinstance(x, DTensor)]
     if not dtensors:
         return fn(*args, **kwargs)
+    if fn in random.RANDOM and isinstance(args[0], DTensor):
+        return random.call(fn, *args, **kwargs)
     for rule in (_elementwise, _sum, _matrix_product, _transpose):
         result = rule(fn, dtensors, args, kwargs)
         if result is not None:

@@ -396,3 +396,45 @@ def tour_grad(ctx: RankContext) -> tuple[str, torch.Tensor]:
     d = distribute_tensor(tour.global_tensor().requires_grad_(), mesh, tour.SOURCE)
     (d.full_tensor() * tour.weights()).sum().backward()
     return pl.show(d.grad.placements), d.grad.to_local().detach().clone()
+
+
+def random_examples(ctx: RankContext) -> dict[str, Any]:
+    """spec/dt-random.md's worked examples on a world of 2, each after ``torch.manual_seed(0)``:
+    what each rank holds, and what a plain draw that follows gives."""
+    from reference.dtensor import ops, random
+
+    mesh = DeviceMesh("cpu", [0, 1])
+    seen: dict[str, Any] = {}
+
+    torch.manual_seed(0)  # DT-RAND-7: the single-device draw, the generator where it leaves it
+    d = random.rand([4], device_mesh=mesh, placements=pl.parse("S(0)"))
+    seen["rand S(0)"] = d.to_local().clone()
+    seen["rand then"] = torch.rand(1)
+
+    torch.manual_seed(0)  # DT-RAND-1, DT-RAND-6: in place, uneven, generators alike after
+    u = distribute_tensor(torch.zeros(3), mesh, pl.parse("S(0)"))
+    seen["uniform_ is d"] = ops.call(torch.Tensor.uniform_, u) is u
+    seen["uniform_ placements"] = pl.show(u.placements)
+    seen["uniform_ local"] = u.to_local().clone()
+    seen["uniform_ then"] = torch.rand(2)
+
+    torch.manual_seed(0)  # DT-RAND-2, DT-RAND-3: a partial draw holds t / 2 on each rank
+    p = random.rand([4], device_mesh=mesh, placements=pl.parse("P(sum)"))
+    seen["rand P(sum) local"] = p.to_local().clone()
+    seen["rand P(sum) value"] = p.full_tensor()
+
+    torch.manual_seed(0)  # DT-RAND-5: the same seed, whatever ran before it
+    first = random.randn([4], device_mesh=mesh, placements=pl.parse("S(0)")).to_local()
+    torch.rand(7)
+    torch.manual_seed(0)
+    again = random.randn([4], device_mesh=mesh, placements=pl.parse("S(0)")).to_local()
+    seen["same seed, same draw"] = torch.equal(first, again)
+
+    torch.manual_seed(1)  # dropout keeps a partial input partial: its mask scales every part
+    x = DTensor.from_local(torch.ones(4), mesh, pl.parse("P(sum)"))
+    y = ops.call(torch.nn.functional.dropout, x, 0.5)
+    seen["dropout placements"] = pl.show(y.placements)
+    seen["dropout value"] = y.full_tensor()
+    torch.manual_seed(1)
+    seen["dropout single-device"] = torch.nn.functional.dropout(torch.full((4,), 2.0), 0.5)
+    return seen

@@ -862,3 +862,40 @@ GATHER_FAILS_ONCE = GatherFailsOnce()
 EVERY_LAYOUT_CRASHES = EveryLayoutCrashes()
 VALIDATE_HANGS = ValidateHangs()
 LAYOUT_HANGS_AT_THE_LAST_COORDINATE = LayoutHangsAtTheLastCoordinate()
+
+
+class RandomShardsFromTheStart(ReferenceAdapter):
+    """Random calls that draw each rank's local tensor from the start of its own generator, as
+    PyTorch does on a CPU mesh: shards repeat each other (DT-RAND-4)."""
+
+    def dt_factory(self, op, size, mesh, placements, fill_value, dtype, requires_grad):
+        if op not in ("rand", "randn"):
+            return super().dt_factory(op, size, mesh, placements, fill_value, dtype, requires_grad)
+        made = super().dt_factory("zeros", size, mesh, placements, None, dtype, requires_grad)
+        local = made.to_local()
+        local.copy_(getattr(torch, op)(local.shape, dtype=local.dtype))
+        return made
+
+    def dt_op(self, fn, args, kwargs):
+        if fn not in (torch.Tensor.uniform_, torch.Tensor.normal_, torch.Tensor.bernoulli_):
+            return super().dt_op(fn, args, kwargs)
+        fn(args[0].to_local(), *args[1:], **kwargs)
+        return args[0]
+
+
+class RandomPartsNotPartitioned(ReferenceAdapter):
+    """``rand`` into ``P`` placements that fills every part with the draw, as PyTorch's tracker
+    does on a CUDA mesh: a ``P(sum)`` uniform tensor worth ``k`` times a draw (DT-RAND-3)."""
+
+    def dt_factory(self, op, size, mesh, placements, fill_value, dtype, requires_grad):
+        if op != "rand" or not any(p.startswith("P(") for p in placements or ()):
+            return super().dt_factory(op, size, mesh, placements, fill_value, dtype, requires_grad)
+        whole = ["R" if p.startswith("P(") else p for p in placements]
+        made = super().dt_factory(op, size, mesh, whole, fill_value, dtype, requires_grad)
+        kept = [self.dt_placement("Partial", p[2:-1]) if p.startswith("P(") else q
+                for p, q in zip(placements, made.placements, strict=True)]  # fmt: skip
+        return dt.DTensor(made.to_local(), mesh, tuple(kept), tuple(made.shape), made.stride())
+
+
+RANDOM_SHARDS_FROM_THE_START = RandomShardsFromTheStart()
+RANDOM_PARTS_NOT_PARTITIONED = RandomPartsNotPartitioned()

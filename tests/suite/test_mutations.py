@@ -422,6 +422,21 @@ MUTANTS = [
         "DT-GRAD-3",
         ["the leaf's gradient", '"end": "to_local"', '"P(sum)"'],
     ),
+    Mutant(
+        "random-shards-from-the-start",
+        "test_dt_random.py",
+        "mutants:RANDOM_SHARDS_FROM_THE_START",
+        "DT-RAND-4",
+        ["are equal", '"S(0)"'],
+    ),
+    Mutant(
+        "random-parts-not-partitioned",
+        "test_dt_random.py",
+        "mutants:RANDOM_PARTS_NOT_PARTITIONED",
+        "DT-RAND-3",
+        ['"call": "rand"', '"P(sum)"', "outside ('uniform', 0.0, 1.0)'s support"],
+        "mutation-covering",
+    ),
 ]
 
 
