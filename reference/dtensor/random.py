@@ -100,6 +100,8 @@ def _factory(
     dtype: torch.dtype | None,
     requires_grad: bool,
 ) -> DTensor:
+    """``make``'s draw of the whole tensor, each rank keeping its part: a leaf that requires
+    grad as asked (DT-API-18)."""
     drawn = make(tuple(size), dtype=dtype, device=_device(device_mesh))
     kept = _kept(drawn, device_mesh, placements or [Replicate()] * device_mesh.ndim)
     kept.to_local().requires_grad_(requires_grad)
