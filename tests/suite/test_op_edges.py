@@ -30,13 +30,16 @@ def test_an_op_input_counts_its_placement_kinds_and_the_chunks_they_cut():
 
 
 def test_an_op_input_counts_its_tensors_classes():
-    assert _classes_of((), "float64", ["R", "P(min)"], [2, 1]) == {
+    assert _classes_of((), "float64", ["R", "P(min)"], [2, 3]) == {
         "op input: R",
         "op input: P(min)",
         "tensor: 0-d",
         "tensor: fewer elements than shards",
         "tensor: float64",
     }
+    # A P over one coordinate, or of no elements, has one part, the value: no P class.
+    assert "op input: P(min)" not in _classes_of((), "float64", ["R", "P(min)"], [2, 1])
+    assert "op input: P(sum)" not in _classes_of((0,), "float64", ["P(sum)"], [2])
     assert _classes_of((0, 3), "float64", ["S(1)"], [4]) == {
         "op input: S",
         "tensor: a zero-length dim",
@@ -50,7 +53,8 @@ def test_every_class_of_the_op_inputs_family_is_an_edge_class_something_counts()
     for shape, dtype, texts, mesh in [
         ((5, 3), "float32", ["S(-2)", "P(avg)"], [4, 2]),
         ((4, 2), "int64", ["_S(0, 2)", "R"], [2, 2]),
-        ((), "float64", ["P(sum)", "P(max)", "P(min)"], [1, 1, 1]),
+        ((), "float64", ["P(sum)", "P(max)", "P(min)"], [2, 1, 2]),
+        ((), "float64", ["P(max)"], [3]),
         ((0, 3), "float64", ["S(1)"], [4]),
     ]:
         counted |= _classes_of(shape, dtype, texts, mesh)
