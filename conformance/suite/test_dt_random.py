@@ -213,8 +213,7 @@ def _replicas(locals_: dict, layout: tuple, dropout: bool, broken: dict[str, lis
     whose parts along a ``P`` dim are its input's, scaled, only ``R`` dims are compared."""
     copies = Replicate if dropout else Replicate | Partial
     for coord, local in locals_.items():
-        home = tuple(0 if isinstance(p, copies) else c
-                     for c, p in zip(coord, layout, strict=True))  # fmt: skip
+        home = _home(coord, layout, copies)
         want = locals_[home]
         if not want.is_floating_point() and any(
             p == Partial("sum") and c for c, p in zip(coord, layout, strict=True)
@@ -226,16 +225,25 @@ def _replicas(locals_: dict, layout: tuple, dropout: bool, broken: dict[str, lis
             )
 
 
-def _partial_sums(layout: tuple, mesh_shape: list[int]) -> list[int]:
-    return [k for k, p in zip(mesh_shape, layout, strict=True) if p == Partial("sum")]
+def _home(coord: tuple, layout: tuple, copies: Any) -> tuple:
+    """The coordinate whose local tensor ``coord``'s copies: ``0`` on the mesh dims whose
+    placement is one of ``copies``."""
+    return tuple(0 if isinstance(p, copies) else c for c, p in zip(coord, layout, strict=True))
+
+
+def _summed(layout: tuple, x: torch.Tensor | None, args: dict[str, Any]) -> list[int]:
+    """The sizes of the mesh dims over which parts were re-summed: the result's ``P(sum)``
+    dims and, for an op, its input's."""
+    layouts = [layout]
+    if x is not None:
+        layouts.append(normalize(parse_placements(args["placements"]), len(args["shape"])))
+    pairs = (zip(args["mesh_shape"], placed, strict=True) for placed in layouts)
+    return [k for pair in pairs for k, p in pair if p == Partial("sum")]
 
 
 def _support(value, x, layout, args, broken) -> None:
     """DT-RAND-3: the value's elements in the call's support."""
-    sums = _partial_sums(layout, args["mesh_shape"])
-    if x is not None:
-        sums += _partial_sums(normalize(parse_placements(args["placements"]), len(args["shape"])),
-                              args["mesh_shape"])  # fmt: skip
+    sums = _summed(layout, x, args)
     outside = dt_random.outside_support(args["call"], args["params"], value, x, sums)
     if bool(outside.any()):
         where = outside.nonzero()[:3].tolist()
@@ -252,8 +260,7 @@ def _distinct(value, layout, args, broken) -> None:
     whole = [Replicate() if isinstance(p, Partial) else p for p in layout]
     home = {}
     for coord in by_rank(Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))).values():
-        key = tuple(0 if isinstance(p, Replicate | Partial) else c
-                    for c, p in zip(coord, layout, strict=True))  # fmt: skip
+        key = _home(coord, layout, Replicate | Partial)
         home[key] = local_tensor(value, args["mesh_shape"], whole, key)
     seen: dict[tuple, tuple] = {}
     for key, part in home.items():
@@ -290,11 +297,8 @@ def _parity(value, values, x, layout, args, backend, broken) -> None:
     expected, after = dt_random.single_device(args["call"], args["params"], args["shape"],
                                               args["dtype"], args["seed"], x,
                                               torch.device(device.type))  # fmt: skip
-    sums = _partial_sums(layout, args["mesh_shape"])
-    if x is not None:
-        sums += _partial_sums(normalize(parse_placements(args["placements"]), len(args["shape"])),
-                              args["mesh_shape"])  # fmt: skip
-    bound = dt_random.parity_bound(expected, sums, scaled=args["call"] == "dropout")
+    bound = dt_random.parity_bound(expected, _summed(layout, x, args),
+                                   scaled=args["call"] == "dropout")  # fmt: skip
     if not dt_ops.within(value, expected, bound):
         broken.setdefault("DT-RAND-7", []).append(
             f"the value is {_show(value)}, the single-device draw {_show(expected)}"
