@@ -134,6 +134,32 @@ IMPOSSIBLE: dict[Pair, str] = {
         "one box overlaps no other, and is one rank's, once",
     ),
     pair("tensor: float64", "tensor: int64"): "a tensor has one dtype",
+    **_each(
+        "st op: another layout",
+        tuple(
+            c
+            for c in FAMILIES["st op"]
+            if c
+            not in (
+                "st op: equal",
+                "st op: allclose",
+                "st op: copy_",
+                "st op: type_as",
+                "st op: a refusal expected",
+            )
+        ),
+        "only a comparison, copy_ and type_as take a second sharded tensor",
+    ),
+    **_each(
+        "tensor: int64",
+        ("st op: uniform_", "st op: normal_", "st op: kaiming_uniform_"),
+        "an integer tensor takes no random draw: the single-device op refuses it",
+    ),
+    pair("st op: x requires grad", "st op: copy_"): "copy_ into a leaf that requires grad is "
+    "refused by the single-device op",
+    pair(
+        "tensor: int64", "st op: boxes on two ranks compared"
+    ): "an integer tensor takes no random draw",
 }
 
 

@@ -163,6 +163,48 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     ),
 }
 
+# A torch function on ShardedTensors (spec/st-ops.md), each op a class where the single-device op
+# returns (so its value rules judged it), paired with the classes of its inputs: the layout of x,
+# the second tensor's, what x holds and requires.
+FAMILIES["st op"] = (
+    *(
+        f"st op: {op}"
+        for op in (
+            "equal",
+            "allclose",
+            "clone",
+            "detach",
+            "contiguous",
+            "type_as",
+            "requires_grad_",
+            "copy_",
+            "empty_like",
+            "zeros_like",
+            "ones_like",
+            "full_like",
+            "rand_like",
+            "randn_like",
+            "constant_",
+            "uniform_",
+            "normal_",
+            "kaiming_uniform_",
+        )
+    ),
+    "st op: boxes on two ranks compared",
+    "st op: a refusal expected",
+)
+FAMILIES["st op input"] = (
+    "layout: an empty box",
+    "layout: boxes off a grid",
+    "local shards: a rank with none",
+    "local shards: a rank with several",
+    "group: a sub-group",
+    "tensor: float64",
+    "tensor: int64",
+    "st op: another layout",
+    "st op: x requires grad",
+)
+
 # Classes that need a world of at least this many ranks: a run whose worlds are all smaller
 # cannot draw them, and is not asked to.
 NEEDS_RANKS = {
@@ -180,6 +222,7 @@ NEEDS_RANKS = {
     "flattening fault: another name": 2,
     "outside rank: a world rank outside the group": 2,
     "fault: on one rank, holding no shard": 2,
+    "st op: boxes on two ranks compared": 2,
 }
 
 # A ShardedTensor has at least one dim: its family is the tensor's but for 0-d.

@@ -165,3 +165,19 @@ def world_meshes(draw, world_size: int) -> tuple[list[int], list[int]]:
     shape = draw(st.sampled_from(_factorizations(world_size, draw(st.integers(1, 3)))))
     ranks = list(range(world_size))
     return shape, list(draw(st.permutations(ranks))) if draw(st.booleans()) else ranks
+
+
+@st.composite
+def owned_layouts(draw, shape: list[int], group: list[int]) -> list[dict[str, Any]]:
+    """A valid layout of ``shape`` on ``group`` drawn apart from any spec: a tiling (grids and
+    layouts off a grid) with up to two empty boxes, in any order, each box
+    ``{"offsets", "sizes", "rank"}`` on any member, so that a rank holds several boxes or none."""
+    boxes = [(list(o), list(s)) for o, s in draw(tilings(shape, max_cuts=4))]
+    for _ in range(draw(st.integers(0, 2))):
+        offsets = [draw(st.integers(0, n)) for n in shape]
+        sizes = [draw(st.integers(0, n - o)) for o, n in zip(offsets, shape, strict=True)]
+        sizes[draw(st.integers(0, len(shape) - 1))] = 0
+        boxes.append((offsets, sizes))
+    boxes = draw(st.permutations(boxes))
+    owners = draw(st.lists(st.sampled_from(group), min_size=len(boxes), max_size=len(boxes)))
+    return [{"offsets": o, "sizes": s, "rank": r} for (o, s), r in zip(boxes, owners, strict=True)]

@@ -33,6 +33,7 @@ from conformance.vocabulary import ShardBox
 
 CAPABILITIES = {
     "sharded_tensor": "the ShardedTensor family (ST-* rules)",
+    "sharded_tensor_ops": "torch functions on ShardedTensors: equal, copy_, _like, nn.init (ST-OP)",
     "dtensor": "the DeviceMesh/DTensor family (DT-*, INTEROP-* rules)",
     "partial:sum": "Partial(sum) placements; likewise partial:avg, partial:max, ...",
     "strided_shard": "the strided shard placement _S(dim, split_factor)",
@@ -222,6 +223,16 @@ class ShardedTensorAdapter(Protocol):
     ) -> ShardedTensorLike:
         """A sharded tensor whose local shards' tensors are sharded tensors themselves: the 2-D
         nesting ST-FLAT flattens."""
+
+    def st_group_ranks(self, st: Any) -> list[int]:
+        """The global ranks of the process group ``st`` lives on, in group-rank order."""
+
+    def st_op(self, fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        """``fn(*args, **kwargs)``, some arguments ShardedTensors of this implementation, as a
+        user calls it: ``fn`` is a torch function (``torch.equal``, ``torch.zeros_like``,
+        ``torch.nn.init.uniform_``) or calls a method of its first argument (``x.clone()``);
+        results returned as the implementation returns them (capability
+        ``sharded_tensor_ops``, ST-OP)."""
 
     def st_flatten(self, state_dict: dict[str, Any]) -> dict[str, Any]:
         """The state dict with nested sharded tensors flattened (ST-FLAT)."""

@@ -86,6 +86,7 @@ class PyTorchAdapter:
     capabilities = frozenset(
         {
             "sharded_tensor",
+            "sharded_tensor_ops",
             "dtensor",
             "partial:sum",
             "partial:avg",
@@ -186,6 +187,12 @@ class PyTorchAdapter:
 
     def st_nest(self, shards, metadata, group) -> ShardedTensor:
         return self.st_init_from_global_metadata(shards, metadata, group)
+
+    def st_group_ranks(self, t) -> list[int]:
+        return dist.get_process_group_ranks(t._process_group)
+
+    def st_op(self, fn, args, kwargs) -> Any:
+        return fn(*args, **kwargs)
 
     def st_flatten(self, state_dict):
         return _flatten_sharded_tensors(state_dict)

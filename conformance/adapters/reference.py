@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from conformance import vocabulary
 from conformance.vocabulary import ShardBox, properties_data, shard_box
@@ -44,6 +45,7 @@ class ReferenceAdapter:
     capabilities = frozenset(
         {
             "sharded_tensor",
+            "sharded_tensor_ops",
             "dtensor",
             "rule_ids_in_messages",
             "partial:sum",
@@ -140,6 +142,12 @@ class ReferenceAdapter:
 
     def st_nest(self, shards, metadata, group) -> st.ShardedTensor:
         return st.ShardedTensor(metadata, list(shards), group_of(group))
+
+    def st_group_ranks(self, t) -> list[int]:
+        return dist.get_process_group_ranks(t.process_group)
+
+    def st_op(self, fn, args, kwargs) -> Any:
+        return fn(*args, **kwargs)
 
     def st_flatten(self, state_dict):
         return st.flatten_sharded_tensors(state_dict)

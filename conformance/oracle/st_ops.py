@@ -1,234 +1,175 @@
-"""ShardedTensor collectives (spec/st-lifecycle.md, st-gather.md, st-reshard.md): verdicts and
-what every rank holds afterwards.
+"""Operators on ShardedTensors (spec/st-ops.md): what each call on the arguments' values gives
+on one device, the second argument a case builds from the first, and the support of a draw.
 
-Models ST-LIFE-1, 7 to 10, 12, 15; ST-GATHER-1 to 9; ST-RESHARD-1 to 10. Per-rank arguments and
-results are keyed by global rank; ``group`` lists the group's global ranks in group-rank order.
-Data moves exactly, so results are plain slices of the global tensor (ERR-10).
+The single-device op is torch's own, applied to the values (ST-OP-1, 2, 5, 11, 15). Random draws
+are judged by the support and chance bounds of ``dt_random``, a ShardedTensor draw read as the
+DTensor call with the same distribution.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+import warnings
 from typing import Any
 
 import torch
 
-from conformance.oracle.st_metadata import ShardMeta, TensorMeta
-from conformance.oracle.st_sharding_spec import (
-    ChunkSpec,
-    EnumerableSpec,
-    Spec,
-    build_metadata,
-    build_metadata_verdict,
-    placement_ranks,
-)
-from conformance.oracle.st_validation import TensorInfo, layout_verdict
-from conformance.oracle.tensors import torch_dtype
-from conformance.oracle.vocabulary import (
-    VALID,
-    Verdict,
-    is_int,
-    type_error,
-    unsupported,
-    value_error,
-)
+from conformance.oracle import dt_random
+from conformance.oracle.tensors import make_global
+
+COMPARISONS = ("equal", "allclose")
+SHARD_WISE = ("clone", "detach", "contiguous", "type_as", "requires_grad_")
+LIKE = ("empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like")
+INIT = ("constant_", "uniform_", "normal_", "kaiming_uniform_")
+OPS = (*COMPARISONS, *SHARD_WISE, "copy_", *LIKE, *INIT)
+RANDOM = ("rand_like", "randn_like", "uniform_", "normal_", "kaiming_uniform_")
+# The ops whose second argument is a ShardedTensor (type_as: where ``params["sharded"]``).
+BINARY = (*COMPARISONS, "copy_", "type_as")
+
+# How the second tensor's value is made from the first's (``other_value``).
+RELATIONS = ("same", "one element differs", "scaled", "a nan in both", "another size")
 
 
-def box(tensor: torch.Tensor, shard: ShardMeta) -> torch.Tensor:
-    """``x[box(o, s)]``: the narrowed view of a shard's box (vocabulary.md)."""
-    for d, (o, n) in enumerate(zip(shard.offsets, shard.sizes, strict=True)):
-        tensor = tensor.narrow(d, o, n)
-    return tensor
+def value_of(shape: list[int], dtype: str, seed: int) -> torch.Tensor:
+    """The seeded value of ``x``; bfloat16 as the float64 one rounded to it."""
+    if dtype == "bfloat16":
+        return make_global(shape, "float64", seed).to(torch.bfloat16)
+    return make_global(shape, dtype, seed)
 
 
-def local_shards(meta: TensorMeta, rank: int) -> list[ShardMeta]:
-    """The entries a rank holds, in ``shards_metadata`` order (ST-LIFE-1, ST-LIFE-15,
-    ST-SPEC-9)."""
-    return [s for s in meta.shards if s.rank == rank]
-
-
-def shard_tensor(
-    global_tensor: torch.Tensor, meta: TensorMeta, group: Sequence[int]
-) -> dict[int, list[torch.Tensor]]:
-    """Every rank's local tensors when ``global_tensor`` is laid out by ``meta``: the boxes,
-    copied (ST-LIFE-7 with the source's tensor, ST-RESHARD-1)."""
-    return {r: [box(global_tensor, s).clone() for s in local_shards(meta, r)] for r in group}
-
-
-def gather(meta: TensorMeta, locals_: Mapping[int, Sequence[torch.Tensor]]) -> torch.Tensor:
-    """The inverse of ``shard_tensor``: ``out`` on ``dst`` after a gather, each shard's local
-    tensor written into its box (ST-GATHER-1, 9)."""
-    out = torch.empty(meta.size, dtype=torch_dtype(meta.properties.dtype))
-    taken = {r: iter(ts) for r, ts in locals_.items()}
-    for s in meta.shards:
-        box(out, s).copy_(next(taken[s.rank]))
+def other_value(
+    value: torch.Tensor, relation: str, dtype: str, where: int, scale: float
+) -> torch.Tensor:
+    """The second argument's value: ``value`` as ``dtype``; with its element ``where`` (flat,
+    modulo the size) increased by one; times ``1 + scale``; with a NaN at ``where`` in both
+    (``with_nan`` makes the first's); or of another size (one more row)."""
+    kind = getattr(torch, dtype)
+    if relation == "another size":
+        shape = [value.shape[0] + 1, *value.shape[1:]] if value.dim() else [1]
+        return value_of(shape, dtype, 0)
+    out = value.clone().to(kind)
+    if relation == "same" or not out.numel():
+        return out
+    flat = out.view(-1)
+    i = where % flat.numel()
+    if relation == "one element differs":
+        flat[i] = (flat[i] == 0).to(kind) if kind == torch.bool else flat[i] + 1
+    elif relation == "scaled" and out.is_floating_point():
+        out = (value.to(torch.float64) * (1 + scale)).to(kind)
+    elif relation == "a nan in both" and out.is_floating_point():
+        flat[i] = math.nan
     return out
 
 
-# -- shard (ST-LIFE-7 to 10) -----------------------------------------------------------------------
+def with_nan(value: torch.Tensor, relation: str, where: int) -> torch.Tensor:
+    """The first argument's value under ``relation``: a NaN at ``where`` for "a nan in both"."""
+    if relation != "a nan in both" or not value.is_floating_point() or not value.numel():
+        return value
+    out = value.clone()
+    out.view(-1)[where % out.numel()] = math.nan
+    return out
 
 
-def shard_verdict(
-    specs: Mapping[int, Spec],
-    src_ranks: Mapping[int, Any],
-    tensors: Mapping[int, TensorInfo],
-    group: Sequence[int],
-) -> Verdict:
-    """Whether ``shard(tensors[r], specs[r], src_ranks[r])`` succeeds on every member.
-
-    Check order: ST-LIFE-8 (``src_rank`` a group rank), ST-LIFE-9 (one ``src_rank``, one spec),
-    ST-LIFE-10 (one shape and dtype), the spec against the shape (ST-SPEC-6, or the tiling of an
-    enumerable spec), the layout's placements (ST-VALID-13, 12), then ST-SPEC-13 (an enumerable
-    spec may be declined)."""
-    # ST-LIFE-8 (a src_rank that is not an int is a TypeError, ERR-2)
-    if any(not is_int(src_ranks[r]) for r in group):
-        return type_error("ST-LIFE-8")
-    if any(not 0 <= src_ranks[r] < len(group) for r in group):
-        return value_error("ST-LIFE-8")
-    # ST-LIFE-9
-    if len({src_ranks[r] for r in group}) > 1 or len({specs[r] for r in group}) > 1:
-        return value_error("ST-LIFE-9")
-    # ST-LIFE-10
-    if len({(tensors[r].shape, tensors[r].dtype) for r in group}) > 1:
-        return value_error("ST-LIFE-10")
-    spec, size = specs[group[0]], tensors[group[0]].shape
-    if not (v := build_metadata_verdict(spec, size)).ok:
-        return v
-    if not (v := layout_verdict(build_metadata(spec, size), group)).ok:
-        return v
-    # ST-SPEC-13
-    return unsupported("ST-SPEC-13") if isinstance(spec, EnumerableSpec) else VALID
+def single_device(op: str, x: torch.Tensor, params: dict[str, Any], other: Any) -> Any:
+    """The op on the values, on one device: a bool, a tensor, or the exception type's name where
+    torch refuses it (ST-OP-15). ``other`` is the second argument's value (a tensor), if any.
+    Random draws and ``empty_like`` give their tensor (its dtype and ``requires_grad`` are what
+    is judged)."""
+    x = x.clone().requires_grad_(params.get("x_requires_grad", False))
+    try:
+        with torch.random.fork_rng(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # kaiming_uniform_ of no elements says it does nothing
+            return _call(op, x, params, other)
+    except Exception as exc:  # the single-device verdict is data here
+        return type(exc).__name__
 
 
-# -- gather (ST-GATHER) ----------------------------------------------------------------------------
+def _call(op: str, x: torch.Tensor, params: dict[str, Any], other: Any) -> Any:
+    if op == "equal":
+        return torch.equal(x, other)
+    if op == "allclose":
+        return torch.allclose(x, other, params["rtol"], params["atol"], params["equal_nan"])
+    if op == "type_as":
+        return x.type_as(torch.zeros(0, dtype=getattr(torch, params["dtype"])))
+    if op == "requires_grad_":
+        return x.detach().requires_grad_(params["flag"])
+    if op in ("clone", "detach", "contiguous"):
+        return getattr(x, op)()
+    if op == "copy_":  # into a leaf that requires grad: refused
+        return x.copy_(other)
+    if op in LIKE:
+        options = like_options(params)
+        fill = [params["fill"]] if op == "full_like" else []
+        return getattr(torch, op)(x, *fill, **options)
+    x = x.detach()
+    if op == "constant_":
+        return torch.nn.init.constant_(x, params["val"])
+    if op == "uniform_":
+        return torch.nn.init.uniform_(x, params["a"], params["b"])
+    if op == "normal_":
+        return torch.nn.init.normal_(x, params["mean"], params["std"])
+    return torch.nn.init.kaiming_uniform_(x, **kaiming_options(params))
 
 
-def gather_verdict(
-    meta: TensorMeta,
-    group: Sequence[int],
-    dst: Mapping[int, Any],
-    out: Mapping[int, Any],
-) -> Verdict:
-    """Whether ``t.gather(dst[r], out[r])`` succeeds on every member of ``group``; ``out``
-    values are ``None``, a ``TensorInfo``, or anything else (not a tensor).
-
-    Check order: ST-GATHER-3 (``dst`` an int, then in ``[0, P)``), ST-GATHER-4 (one ``dst``),
-    ST-GATHER-5 (a tensor ``out`` on ``dst``, then of the global shape), ST-GATHER-6 (of the
-    dtype), ST-GATHER-7 (``None`` elsewhere)."""
-    # ST-GATHER-3
-    if not all(is_int(dst[r]) for r in group):
-        return type_error("ST-GATHER-3")
-    if not all(0 <= dst[r] < len(group) for r in group):
-        return value_error("ST-GATHER-3")
-    # ST-GATHER-4
-    if len({dst[r] for r in group}) > 1:
-        return value_error("ST-GATHER-4")
-    root = group[dst[group[0]]]
-    buffer = out.get(root)
-    # ST-GATHER-5
-    if buffer is not None and not isinstance(buffer, TensorInfo):
-        return type_error("ST-GATHER-5")
-    if buffer is None or buffer.shape != meta.size:
-        return value_error("ST-GATHER-5")
-    # ST-GATHER-6
-    if buffer.dtype != meta.properties.dtype:
-        return value_error("ST-GATHER-6")
-    # ST-GATHER-7
-    if any(out.get(r) is not None for r in group if r != root):
-        return value_error("ST-GATHER-7")
-    return VALID
+def like_options(params: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of a ``*_like`` call: ``dtype`` where given, ``requires_grad``."""
+    options: dict[str, Any] = {"requires_grad": params["requires_grad"]}
+    if params.get("dtype"):
+        options["dtype"] = getattr(torch, params["dtype"])
+    return options
 
 
-# -- reshard (ST-RESHARD) --------------------------------------------------------------------------
+def kaiming_options(params: dict[str, Any]) -> dict[str, Any]:
+    return {"a": params["a"], "mode": params["mode"], "nonlinearity": params["nonlinearity"]}
 
 
-def reshard_verdict(
-    spec: Spec, new_spec: Any, size: Sequence[int], group: Sequence[int]
-) -> Verdict:
-    """Whether ``t.reshard(new_spec)`` succeeds for a valid ``t`` built by ``spec``.
-
-    Check order: ST-RESHARD-9 (``new_spec`` a spec; then its ``dim`` in range and its placements
-    members of ``group``), ST-RESHARD-7 (both specs chunk specs), ST-RESHARD-8 (both name every
-    member once). 7 and 8 are NotImplementedErrors an implementation MAY lift (then
-    ``reshard`` gives the result)."""
-    # ST-RESHARD-9
-    if not isinstance(new_spec, ChunkSpec | EnumerableSpec):
-        return type_error("ST-RESHARD-9")
-    if isinstance(new_spec, ChunkSpec) and not -len(size) <= new_spec.dim < len(size):
-        return value_error("ST-RESHARD-9")
-    if any(r not in group for r in placement_ranks(new_spec)):
-        return value_error("ST-RESHARD-9")
-    # ST-RESHARD-7
-    if not (isinstance(spec, ChunkSpec) and isinstance(new_spec, ChunkSpec)):
-        return unsupported("ST-RESHARD-7")
-    # ST-RESHARD-8
-    members = sorted(group)
-    if any(sorted(placement_ranks(s)) != members for s in (spec, new_spec)):
-        return unsupported("ST-RESHARD-8")
-    return VALID
+def kaiming_bound(shape: list[int], params: dict[str, Any]) -> float:
+    """``gain * sqrt(3 / fan)``, the fan of the global ``shape`` (ST-OP-13), as
+    ``torch.nn.init.kaiming_uniform_`` computes it for the value."""
+    if len(shape) < 2 or 0 in shape:  # refused, or a no-op: no element to bound
+        return math.inf
+    meta = torch.empty(shape, device="meta")
+    fan = torch.nn.init._calculate_correct_fan(meta, params["mode"])
+    gain = torch.nn.init.calculate_gain(params["nonlinearity"], params["a"])
+    return gain * math.sqrt(3.0 / fan)
 
 
-def reshard_verdict_by_rank(
-    spec: Spec, new_specs: Mapping[int, Any], size: Sequence[int], group: Sequence[int]
-) -> Verdict:
-    """Whether ``t.reshard(new_specs[rank])`` on every member succeeds, the members passing
-    possibly different specs (keyed by global rank).
-
-    Check order: each member's own spec as in ``reshard_verdict``, in group order, then
-    ST-RESHARD-9 again: the new spec is equal on every member."""
-    for rank in group:
-        if not (v := reshard_verdict(spec, new_specs[rank], size, group)).ok:
-            return v
-    # ST-RESHARD-9
-    if any(new_specs[rank] != new_specs[group[0]] for rank in group):
-        return value_error("ST-RESHARD-9")
-    return VALID
+def as_random_call(op: str, params: dict[str, Any], shape: list[int]) -> tuple[str, list[float]]:
+    """The DTensor random call (spec/dt-random.md's table) with the draw's distribution."""
+    if op in ("rand_like", "randn_like"):
+        return op, []
+    if op == "uniform_":
+        return "uniform_", [params["a"], params["b"]]
+    if op == "normal_":
+        return "normal_", [params["mean"], params["std"]]
+    bound = kaiming_bound(shape, params)
+    return "uniform_", [-bound, bound]
 
 
-def reshard(
-    global_tensor: torch.Tensor, meta: TensorMeta, new_spec: Spec, group: Sequence[int]
-) -> tuple[TensorMeta, dict[int, list[torch.Tensor]]]:
-    """The result of resharding a tensor of layout ``meta`` holding ``global_tensor``: gather,
-    then shard by ``new_spec``, keeping size and properties (ST-RESHARD-1 to 5, 10, 11)."""
-    new_meta = build_metadata(new_spec, meta.size, meta.properties)
-    return new_meta, shard_tensor(global_tensor, new_meta, group)
+def outside_support(op: str, params: dict[str, Any], value: torch.Tensor) -> torch.Tensor:
+    """ST-OP-13: the elements of a draw's value outside its support, as a mask."""
+    call, args = as_random_call(op, params, list(value.shape))
+    return dt_random.outside_support(call, args, value, None, [])
 
 
-# -- construction from a spec (ST-LIFE-3 to 6) -----------------------------------------------------
+def boxes_comparable(op: str, params: dict[str, Any], shape: list[int], dtype: str, n: int) -> bool:
+    """ST-OP-14: whether two boxes of ``n`` elements of a draw may be compared (a correct draw
+    makes them equal with a chance of at most 2^-40)."""
+    if op not in RANDOM or n == 0 or not getattr(torch, dtype).is_floating_point:
+        return False
+    call, args = as_random_call(op, params, shape)
+    # a kaiming_uniform_ that is refused (fewer than two dims) has no bound
+    return all(map(math.isfinite, args)) and dt_random.parts_comparable(call, args, dtype, n)
 
 
-def create_verdict(
-    specs: Mapping[int, Any],
-    sizes: Mapping[int, Sequence[Any]],
-    options: Mapping[int, Mapping[str, Any]],
-    group: Sequence[int],
-) -> Verdict:
-    """Whether ``st.zeros(specs[r], *sizes[r], **options[r])`` (or ``empty/ones/full``)
-    succeeds on every member; ``options`` hold ``dtype``, ``layout``, ``memory_format``,
-    ``requires_grad`` as names and values.
+def prefix_length(op: str, params: dict[str, Any], shape: list[int], dtype: str) -> int | None:
+    """ST-OP-14: the fewest leading elements two boxes of a draw are compared by (equal with a
+    chance of at most 2^-40 in a correct draw), or ``None`` where no prefix of up to 64 is."""
+    return next((n for n in range(1, 65) if boxes_comparable(op, params, shape, dtype, n)), None)
 
-    Check order: ST-LIFE-5 (a spec), ST-LIFE-3 (int sizes, then non-negative), ST-LIFE-4
-    (strided and contiguous only), ST-LIFE-6 (one spec, size and options), then the spec against
-    the size (ST-SPEC-6, 12) and the layout's placements (ST-VALID-13, 12)."""
-    # ST-LIFE-5
-    if any(not isinstance(specs[r], ChunkSpec | EnumerableSpec) for r in group):
-        return type_error("ST-LIFE-5")
-    # ST-LIFE-3
-    if any(not is_int(n) for r in group for n in sizes[r]):
-        return type_error("ST-LIFE-3")
-    if any(n < 0 for r in group for n in sizes[r]):
-        return value_error("ST-LIFE-3")
-    # ST-LIFE-4
-    if any(
-        options[r].get("layout", "strided") != "strided"
-        or options[r].get("memory_format", "contiguous_format") != "contiguous_format"
-        for r in group
-    ):
-        return unsupported("ST-LIFE-4", optional=False)
-    # ST-LIFE-6
-    if len({(specs[r], tuple(sizes[r]), tuple(sorted(options[r].items()))) for r in group}) > 1:
-        return value_error("ST-LIFE-6")
-    spec, size = specs[group[0]], sizes[group[0]]
-    if not (v := build_metadata_verdict(spec, size)).ok:
-        return v
-    return layout_verdict(build_metadata(spec, size), group)
+
+def result_dtype(op: str, x_dtype: str, params: dict[str, Any]) -> str:
+    """The dtype of a ShardedTensor result: the cast's, a ``*_like``'s given one, else ``x``'s."""
+    if op == "type_as" or (op in LIKE and params.get("dtype")):
+        return params["dtype"]
+    return x_dtype

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from conformance import edges, judge
 from conformance import strategies as ss
+from conformance.oracle.st_collectives import box, gather_verdict
 from conformance.oracle.st_metadata import Properties, ShardMeta
-from conformance.oracle.st_ops import box, gather_verdict
 from conformance.oracle.st_sharding_spec import ChunkSpec, build_metadata, chunk_shards
 from conformance.oracle.st_validation import TensorInfo
 from conformance.oracle.tensors import make_global
@@ -85,21 +85,12 @@ def layout_gather_cases(draw, world_sizes: list[int]):
     world_size = draw(st.sampled_from(world_sizes))
     group = sorted(draw(st.permutations(range(world_size)))[: draw(st.integers(1, world_size))])
     shape = draw(ss.shapes(min_dims=1, max_dims=3, max_side=5))
-    boxes = [(list(o), list(s)) for o, s in draw(ss.tilings(shape, max_cuts=4))]
-    for _ in range(draw(st.integers(0, 2))):
-        offsets = [draw(st.integers(0, n)) for n in shape]
-        sizes = [draw(st.integers(0, n - o)) for o, n in zip(offsets, shape, strict=True)]
-        sizes[draw(st.integers(0, len(shape) - 1))] = 0
-        boxes.append((offsets, sizes))
-    boxes = draw(st.permutations(boxes))
-    owners = draw(st.lists(st.sampled_from(group), min_size=len(boxes), max_size=len(boxes)))
+    boxes = draw(ss.owned_layouts(shape, group))
     return world_size, {
         "shape": shape,
         "dtype": draw(st.sampled_from(ss.DTYPES)),
         "seed": draw(st.integers(0, 2**16)),
-        "boxes": [
-            {"offsets": o, "sizes": s, "rank": r} for (o, s), r in zip(boxes, owners, strict=True)
-        ],
+        "boxes": boxes,
         "group": group,
         "dst": draw(st.integers(0, len(group) - 1)),
     }

@@ -11,8 +11,13 @@ from hypothesis import strategies as st
 
 from conformance import edges, judge
 from conformance import strategies as ss
+from conformance.oracle.st_collectives import (
+    create_verdict,
+    local_shards,
+    shard_tensor,
+    shard_verdict,
+)
 from conformance.oracle.st_metadata import Properties, TensorMeta
-from conformance.oracle.st_ops import create_verdict, local_shards, shard_tensor, shard_verdict
 from conformance.oracle.st_sharding_spec import ChunkSpec, EnumerableSpec, build_metadata
 from conformance.oracle.st_validation import TensorInfo
 from conformance.oracle.tensors import make_global, torch_dtype

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from conformance import edges, judge
 from conformance import strategies as ss
+from conformance.oracle.st_collectives import reshard, reshard_verdict, reshard_verdict_by_rank
 from conformance.oracle.st_metadata import Properties, ShardMeta, TensorMeta
-from conformance.oracle.st_ops import reshard, reshard_verdict, reshard_verdict_by_rank
 from conformance.oracle.st_sharding_spec import (
     ChunkSpec,
     EnumerableSpec,

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from conformance import judge
 from conformance import strategies as ss
+from conformance.oracle.st_collectives import create_verdict
 from conformance.oracle.st_metadata import ShardMeta
-from conformance.oracle.st_ops import create_verdict
 from conformance.oracle.st_sharding_spec import (
     ChunkSpec,
     EnumerableSpec,

@@ -16,13 +16,13 @@ from typing import Any
 import torch
 
 from conformance.adapters.contract import Adapter
-from conformance.oracle import dt_random
+from conformance.oracle import dt_random, st_ops
 from conformance.oracle.dt_api import contiguous_stride
 from conformance.oracle.dt_ops import input_local
 from conformance.oracle.layout import source_local
 from conformance.oracle.mesh import coordinate
+from conformance.oracle.st_collectives import box
 from conformance.oracle.st_metadata import ShardMeta
-from conformance.oracle.st_ops import box
 from conformance.oracle.tensors import laid_out, make_global, torch_dtype
 from conformance.vocabulary import Mesh, parse_placements
 from conformance.world.backends import Backend
@@ -188,3 +188,19 @@ def random_input(shape: list[int], dtype: str, seed: int) -> torch.Tensor:
     """The value of a random op's DTensor input (spec/dt-random.md): the oracle's, so that the
     driver judges ``dropout``'s output against what the ranks were given."""
     return dt_random.input_value(shape, dtype, seed)
+
+
+# -- ShardedTensor ops ---------------------------------------------------------------------------
+
+
+def st_op_inputs(
+    shape: list[int], dtype: str, seed: int, other: dict[str, Any] | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The values of an op's ``x`` and second tensor (spec/st-ops.md): the oracle's, so that the
+    driver judges against what the ranks were given."""
+    value = st_ops.value_of(shape, dtype, seed)
+    if other is None:
+        return value, None
+    relation, where = other["relation"], other["where"]
+    y = st_ops.other_value(value, relation, other["dtype"], where, other["scale"])
+    return st_ops.with_nan(value, relation, where), y

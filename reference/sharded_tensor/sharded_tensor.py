@@ -1,7 +1,9 @@
 """The ShardedTensor class: a layout, this rank's shards, and the group they live on.
 
-A plain object, not a ``torch.Tensor`` subclass: it has no operators, only the accessors of
-ST-LIFE-15 and the collectives gather and reshard. Build one with the constructors of
+A plain object, not a ``torch.Tensor`` subclass: it has the accessors of ST-LIFE-15, the
+collectives gather and reshard, and the few torch functions of spec/st-ops.md (``torch.equal``,
+the ``*_like`` constructors, the ``nn.init`` functions), which ``__torch_function__`` sends to
+``ops.py``; no arithmetic. Build one with the constructors of
 ``create.py``, ``shard.py`` and ``from_local.py``, which validate; ``__init__`` trusts them.
 
 Rules and where they live:
@@ -13,6 +15,8 @@ Rules and where they live:
 - ST-LIFE-18: ``ShardedTensor.__getstate__``, ``ShardedTensor.__setstate__``,
   ``load_with_process_group``
 - ST-RESHARD-6: ``ShardedTensor.reshard`` (a new tensor; this one keeps its shards)
+- ST-OP-1: ``ShardedTensor.__torch_function__``
+- ST-OP-7: ``ShardedTensor.to``, ``ShardedTensor.requires_grad_``, ``ShardedTensor.detach``
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -72,6 +77,10 @@ class ShardedTensor:
         return self._metadata.tensor_properties.dtype
 
     @property
+    def requires_grad(self) -> bool:
+        return self._metadata.tensor_properties.requires_grad
+
+    @property
     def process_group(self) -> dist.ProcessGroup:
         return self._process_group
 
@@ -113,6 +122,10 @@ class ShardedTensor:
                 return self
             metadata = copy.deepcopy(self._metadata)
             metadata.tensor_properties.dtype = target
+            # a cast to an integer dtype leaves autograd, as on one device (ST-OP-7)
+            metadata.tensor_properties.requires_grad &= (
+                target.is_floating_point or target.is_complex
+            )
             shards = [Shard(s.tensor.to(target), s.metadata) for s in self._local_shards]
             return ShardedTensor(metadata, shards, self._process_group, self._spec)
         device = torch.device(target)
@@ -140,6 +153,46 @@ class ShardedTensor:
     def clone(self) -> ShardedTensor:
         shards = [Shard(s.tensor.clone(), s.metadata) for s in self._local_shards]
         return ShardedTensor(copy.deepcopy(self._metadata), shards, self._process_group, self._spec)
+
+    # spec/st-ops.md: the shard-wise methods and copy_. ``ops`` imports the constructors, which
+    # import this module: it is imported where it is used.
+    def detach(self) -> ShardedTensor:
+        from reference.sharded_tensor import ops
+
+        return ops.detach(self)
+
+    def contiguous(self) -> ShardedTensor:
+        if all(s.tensor.is_contiguous() for s in self._local_shards):
+            return self
+        from reference.sharded_tensor import ops
+
+        return ops.shard_wise(self, torch.Tensor.contiguous)
+
+    def type_as(self, other: torch.Tensor | ShardedTensor) -> ShardedTensor:
+        """``self`` in ``other``'s dtype; ``other``'s dtype is in its metadata, on every rank."""
+        return self.to(other.dtype)
+
+    def requires_grad_(self, requires_grad: bool = True) -> ShardedTensor:
+        from reference.sharded_tensor import ops
+
+        return ops.requires_grad_(self, requires_grad)
+
+    def copy_(self, src: ShardedTensor, non_blocking: bool = False) -> ShardedTensor:
+        from reference.sharded_tensor import ops
+
+        return ops.copy_(self, src, non_blocking)
+
+    @classmethod
+    def __torch_function__(
+        cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
+        """``torch.equal(a, b)``, ``torch.zeros_like(x)``, ``nn.init.uniform_(x)``, ...: the
+        functions of ``ops.HANDLED``; any other is not supported."""
+        from reference.sharded_tensor import ops
+
+        if func not in ops.HANDLED:
+            raise NotImplementedError(f"[ST-OP-1] {func.__name__} of sharded tensors")
+        return ops.HANDLED[func](*args, **(kwargs or {}))
 
     # ST-LIFE-18: pickling. The group is not picklable: its members are stored and the tensor is
     # loaded onto the group given by ``load_with_process_group`` (the world by default).

@@ -8,16 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance.oracle.st_metadata import (
-    Properties,
-    ShardMeta,
-    TensorMeta,
-    parse_remote_device,
-    properties_verdict,
-    serialized,
-    shard_metadata_verdict,
-)
-from conformance.oracle.st_ops import (
+from conformance.oracle.st_collectives import (
     gather,
     gather_verdict,
     local_shards,
@@ -26,6 +17,15 @@ from conformance.oracle.st_ops import (
     reshard_verdict_by_rank,
     shard_tensor,
     shard_verdict,
+)
+from conformance.oracle.st_metadata import (
+    Properties,
+    ShardMeta,
+    TensorMeta,
+    parse_remote_device,
+    properties_verdict,
+    serialized,
+    shard_metadata_verdict,
 )
 from conformance.oracle.st_sharding_spec import (
     ChunkSpec,
