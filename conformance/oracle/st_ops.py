@@ -37,16 +37,22 @@ def value_of(shape: list[int], dtype: str, seed: int) -> torch.Tensor:
     return make_global(shape, dtype, seed)
 
 
+def other_shape(shape: list[int], relation: str) -> list[int]:
+    """The second argument's size: ``shape``, or one more row for "another size"."""
+    if relation != "another size":
+        return list(shape)
+    return [shape[0] + 1, *shape[1:]] if shape else [1]
+
+
 def other_value(
     value: torch.Tensor, relation: str, dtype: str, where: int, scale: float
 ) -> torch.Tensor:
     """The second argument's value: ``value`` as ``dtype``; with its element ``where`` (flat,
     modulo the size) increased by one; times ``1 + scale``; with a NaN at ``where`` in both
-    (``with_nan`` makes the first's); or of another size (one more row)."""
+    (``with_nan`` makes the first's); or of another size (``other_shape``)."""
     kind = getattr(torch, dtype)
     if relation == "another size":
-        shape = [value.shape[0] + 1, *value.shape[1:]] if value.dim() else [1]
-        return value_of(shape, dtype, 0)
+        return value_of(other_shape(list(value.shape), relation), dtype, 0)
     out = value.clone().to(kind)
     if relation == "same" or not out.numel():
         return out
@@ -68,6 +74,19 @@ def with_nan(value: torch.Tensor, relation: str, where: int) -> torch.Tensor:
     out = value.clone()
     out.view(-1)[where % out.numel()] = math.nan
     return out
+
+
+def inputs(
+    shape: list[int], dtype: str, seed: int, other: dict[str, Any] | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The values of a case's ``x`` and second tensor (``other``: its relation, dtype, position
+    and scale), as the ranks build them."""
+    x = value_of(shape, dtype, seed)
+    if other is None:
+        return x, None
+    relation, where = other["relation"], other["where"]
+    y = other_value(x, relation, other["dtype"], where, other["scale"])
+    return with_nan(x, relation, where), y
 
 
 def single_device(op: str, x: torch.Tensor, params: dict[str, Any], other: Any) -> Any:

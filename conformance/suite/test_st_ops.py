@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from conformance import edges, judge, symptoms
 from conformance import strategies as ss
-from conformance.oracle import st_ops
+from conformance.oracle import dt_ops, st_ops
 from conformance.world import Raised
 
 FLOATING = ["float32", "float64", "bfloat16"]
@@ -82,8 +82,7 @@ def op_cases(draw, world_sizes: list[int]) -> tuple[int, dict[str, Any]]:
         relation = draw(st.sampled_from(relations))
         other_dtype = params["dtype"] if op == "type_as" else draw(
             st.sampled_from([dtype, dtype, *ss.DTYPES]))  # fmt: skip
-        like_x = st_ops.value_of(shape, dtype, 0)
-        other_shape = list(st_ops.other_value(like_x, relation, other_dtype, 0, 0.0).shape)
+        other_shape = st_ops.other_shape(shape, relation)
         same_layout = other_shape == shape and draw(st.booleans())
         other = {
             "relation": relation,
@@ -129,12 +128,7 @@ def _note(args: dict[str, Any], world_size: int) -> None:
 
 def _values(args: dict[str, Any]) -> tuple[torch.Tensor, Any]:
     """The values of ``x`` and of the second tensor, as the task builds them."""
-    x = st_ops.value_of(args["shape"], args["dtype"], args["seed"])
-    other = args["other"]
-    if other is None:
-        return x, None
-    y = st_ops.other_value(x, other["relation"], other["dtype"], other["where"], other["scale"])
-    return st_ops.with_nan(x, other["relation"], other["where"]), y
+    return st_ops.inputs(args["shape"], args["dtype"], args["seed"], args["other"])
 
 
 def _expected(args: dict[str, Any]) -> Any:
@@ -144,10 +138,11 @@ def _expected(args: dict[str, Any]) -> Any:
     return st_ops.single_device(args["op"], x, args["params"], y)
 
 
-# The rule a failure to return breaks, by op: the one whose result it never gave.
+# The rules a failure to return breaks, by op: the ones whose result it never gave (a comparison
+# that raises gives no bool either: ST-OP-3).
 RETURN_RULE = {
-    "equal": "ST-OP-1",
-    "allclose": "ST-OP-2",
+    "equal": ("ST-OP-1", "ST-OP-3"),
+    "allclose": ("ST-OP-2", "ST-OP-3"),
     **dict.fromkeys(st_ops.SHARD_WISE, "ST-OP-5"),
     "requires_grad_": "ST-OP-7",
     "copy_": "ST-OP-8",
@@ -172,7 +167,7 @@ def judge_op(result: Any, args: dict[str, Any]) -> None:
     if raised:
         _judge_refusal(result, args, members)
         return
-    values = judge.all_returned(result, rule=RETURN_RULE[op])
+    values = judge.all_returned(result, rule=_first(RETURN_RULE[op]))
     context = result.replay_command()
     broken: dict[str, list[str]] = {}
     x_value, _ = _values(args)
@@ -182,7 +177,7 @@ def judge_op(result: Any, args: dict[str, Any]) -> None:
     elif op in ("copy_", "requires_grad_", *st_ops.INIT):
         _in_place(got, args, expected, x_value, broken)
     else:
-        _new_tensor(got, args, expected, x_value, broken)
+        _new_tensor(got, args, expected, broken)
     if op not in ("copy_", "requires_grad_", *st_ops.INIT):
         _unchanged(got, args, x_value, "x", broken)
     for rank, seen in got.items():
@@ -191,6 +186,10 @@ def judge_op(result: Any, args: dict[str, Any]) -> None:
     if broken:
         lines = [f"{rule}: {line}" for rule, found in broken.items() for line in found[:3]]
         judge.fail(f"{op}: {'; '.join(lines)} [{context}]", tuple(broken), symptoms.WRONG_VALUE)
+
+
+def _first(rules: str | tuple[str, ...]) -> str:
+    return rules if isinstance(rules, str) else rules[0]
 
 
 def _judge_refusal(result: Any, args: dict[str, Any], members: list[Any]) -> None:
@@ -202,8 +201,8 @@ def _judge_refusal(result: Any, args: dict[str, Any], members: list[Any]) -> Non
         every = all(isinstance(o, Raised) and o.is_a("NotImplementedError") for o in members)
         x_value, _ = _values(args)
         kept: dict[str, list[str]] = {}
-        facts = {o.rank: {"x": o.facts["x"], "other_unchanged": True}
-                 for o in members if isinstance(o, Raised) and o.facts}  # fmt: skip
+        facts = {o.rank: {"x": o.facts["x"]} for o in members
+                 if isinstance(o, Raised) and o.facts}  # fmt: skip
         _unchanged(facts, args, x_value, "x", kept)
         if every and not kept:
             return
@@ -219,10 +218,13 @@ def _assemble(got: dict[int, Any], key: str, shape: list[int], dtype: Any) -> to
     value = torch.zeros(shape, dtype=dtype)
     for seen in got.values():
         for tensor, box in seen[key]["local"]:
-            index = tuple(slice(o, o + n) for o, n in zip(box["offsets"], box["sizes"],
-                                                          strict=True))  # fmt: skip
-            value[index] = tensor.to(dtype)
+            value[_index(box)] = tensor.to(dtype)
     return value
+
+
+def _index(box: dict[str, Any]) -> tuple[slice, ...]:
+    """The index of a box ``{"offsets", "sizes", ...}`` into the value."""
+    return tuple(slice(o, o + n) for o, n in zip(box["offsets"], box["sizes"], strict=True))
 
 
 def _layout_kept(got: dict[int, Any], key: str, args: dict[str, Any], rule: str,
@@ -258,7 +260,7 @@ def _comparison(got: dict[int, Any], expected: bool, op: str, broken: dict) -> N
         broken.setdefault(rule, []).append(f"answered {answer}, the values give {expected}")
 
 
-def _new_tensor(got, args, expected, x_value, broken) -> None:
+def _new_tensor(got, args, expected, broken) -> None:
     """A shard-wise op's or a ``*_like``'s result: its layout (ST-OP-4, 10), dtype and
     requires_grad (ST-OP-5, 7, 11), values (ST-OP-5, 11, 13, 14), storage (ST-OP-6)."""
     op, shape = args["op"], args["shape"]
@@ -298,7 +300,7 @@ def _new_tensor(got, args, expected, x_value, broken) -> None:
     value = _assemble(got, "result", shape, expected.dtype)
     if op in st_ops.RANDOM:
         _draw(value, args, broken)
-    elif op != "empty_like" and not _exact(value, expected.detach()):
+    elif op != "empty_like" and not dt_ops.exact(value, expected.detach()):
         broken.setdefault(dtype_rule, []).append(
             f"value {_show(value)}, the single-device result {_show(expected)}"
         )
@@ -319,14 +321,20 @@ def _in_place(got, args, expected, x_value, broken) -> None:
         if props["dtype"] != args["dtype"]:
             broken.setdefault(rule, []).append(f"rank {rank}: x's dtype became {props['dtype']}")
             return
-        if op == "requires_grad_" and props["requires_grad"] != expected.requires_grad:
+        # requires_grad_ sets it; copy_ and the init functions keep x's (ST-OP-7, 8, 12)
+        want = (
+            expected.requires_grad if op == "requires_grad_" else args["params"]["x_requires_grad"]
+        )
+        flags = {props["requires_grad"], *seen.get("local_requires_grad", [])}
+        if flags != {want}:
             broken.setdefault(rule, []).append(
-                f"rank {rank}: x's metadata requires_grad is {props['requires_grad']}"
+                f"rank {rank}: x's requires_grad {props['requires_grad']} (metadata), "
+                f"{seen.get('local_requires_grad')} (local), not {want}"
             )
     value = _assemble(got, "x", args["shape"], x_value.dtype)
     if op in st_ops.RANDOM:
         _draw(value, args, broken)
-    elif not _exact(value, expected.detach()):
+    elif not dt_ops.exact(value, expected.detach()):
         broken.setdefault(rule, []).append(
             f"x holds {_show(value)}, the single-device result {_show(expected)}"
         )
@@ -335,7 +343,7 @@ def _in_place(got, args, expected, x_value, broken) -> None:
 def _unchanged(got, args, x_value, key, broken) -> None:
     """ERR-9: an op that does not write ``x`` left its value as it was."""
     value = _assemble(got, key, args["shape"], x_value.dtype)
-    if not _exact(value, x_value):
+    if not dt_ops.exact(value, x_value):
         rule = "ST-OP-9" if args["op"] == "copy_" else "ERR-9"
         broken.setdefault(rule, []).append(f"x became {_show(value)}, was {_show(x_value)}")
 
@@ -352,7 +360,7 @@ def _draw(value: torch.Tensor, args: dict[str, Any], broken: dict) -> None:
     m = st_ops.prefix_length(op, params, args["shape"], dtype)
     seen: dict[tuple, list[int]] = {}
     for b in args["boxes"] if m else []:
-        part = value[tuple(slice(o, o + n) for o, n in zip(b["offsets"], b["sizes"], strict=True))]
+        part = value[_index(b)]
         if part.numel() < m:
             continue
         key = tuple(part.flatten()[:m].tolist())
@@ -361,14 +369,6 @@ def _draw(value: torch.Tensor, args: dict[str, Any], broken: dict) -> None:
                 f"the boxes at {seen[key]} and {b['offsets']} begin with equal draws {list(key)}"
             )
         seen.setdefault(key, b["offsets"])
-
-
-def _exact(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Bitwise equal, NaNs in the same places equal."""
-    return a.dtype == b.dtype and a.shape == b.shape and bool(
-        torch.equal(a, b) or (a.is_floating_point() and torch.equal(a.isnan(), b.isnan())
-                              and torch.equal(a.nan_to_num(0), b.nan_to_num(0)))
-    )  # fmt: skip
 
 
 def _show(t: torch.Tensor) -> str:

@@ -132,6 +132,32 @@ def filled(desc: dict[str, Any], fill: Any, device: torch.device) -> torch.Tenso
     return x.requires_grad_(True) if desc.get("requires_grad") else x
 
 
+def from_boxes(
+    adapter: Adapter,
+    rank: int,
+    backend: Backend,
+    value: torch.Tensor,
+    boxes: list[dict[str, Any]],
+    group: Any,
+    requires_grad: bool = False,
+) -> Any:
+    """A sharded tensor of ``value`` (on this rank's device) laid out as ``boxes`` (``{"offsets",
+    "sizes", "rank"}``, global ranks) on ``group``, built from each rank's own boxes and the
+    global metadata, not by ``shard``; its local tensors leaves with ``requires_grad``."""
+    metas = [
+        adapter.st_shard_metadata(b["offsets"], b["sizes"], backend.placement(b["rank"]))
+        for b in boxes
+    ]
+    mine = [
+        adapter.st_local_shard(value[box_slices(b)].clone().requires_grad_(requires_grad), m)
+        for b, m in zip(boxes, metas, strict=True)
+        if b["rank"] == rank
+    ]
+    properties = adapter.st_tensor_properties(dtype=value.dtype, requires_grad=requires_grad)
+    metadata = adapter.st_sharded_tensor_metadata(metas, torch.Size(value.shape), properties)
+    return adapter.st_init_from_global_metadata(mine, metadata, group)
+
+
 def box_of(tensor: torch.Tensor, offsets: list[int], sizes: list[int]) -> torch.Tensor:
     """The view of ``tensor`` in the box ``(offsets, sizes)``: the oracle's ``box``."""
     return box(tensor, ShardMeta(offsets, sizes, None))
@@ -198,9 +224,4 @@ def st_op_inputs(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The values of an op's ``x`` and second tensor (spec/st-ops.md): the oracle's, so that the
     driver judges against what the ranks were given."""
-    value = st_ops.value_of(shape, dtype, seed)
-    if other is None:
-        return value, None
-    relation, where = other["relation"], other["where"]
-    y = st_ops.other_value(value, relation, other["dtype"], where, other["scale"])
-    return st_ops.with_nan(value, relation, where), y
+    return st_ops.inputs(shape, dtype, seed, other)

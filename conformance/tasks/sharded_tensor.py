@@ -67,19 +67,8 @@ def gather_layout(
     if ctx.rank not in group:
         return None
     whole = make_global(shape, dtype, seed).to(ctx.device)
-    metas = [
-        adapter.st_shard_metadata(b["offsets"], b["sizes"], ctx.backend.placement(b["rank"]))
-        for b in boxes
-    ]
-    mine = [
-        adapter.st_local_shard(whole[codec.box_slices(b)].contiguous(), m)
-        for b, m in zip(boxes, metas, strict=True)
-        if b["rank"] == ctx.rank
-    ]
-    properties = adapter.st_tensor_properties(dtype=torch_dtype(dtype), requires_grad=False)
-    metadata = adapter.st_sharded_tensor_metadata(metas, torch.Size(shape), properties)
     with codec.building():
-        st = adapter.st_init_from_global_metadata(mine, metadata, process_group)
+        st = codec.from_boxes(adapter, ctx.rank, ctx.backend, whole, boxes, process_group)
     is_dst = group.index(ctx.rank) == dst
     out = torch.zeros(shape, dtype=torch_dtype(dtype), device=ctx.device) if is_dst else None
     adapter.st_gather(st, dst, out)

@@ -32,25 +32,6 @@ def _method(name: str) -> Any:
     return call
 
 
-def _build(ctx: RankContext, adapter: Any, value: torch.Tensor, boxes: list[dict[str, Any]],
-           requires_grad: bool, group: Any) -> Any:  # fmt: skip
-    """A sharded tensor of ``value`` laid out as ``boxes`` (``{"offsets", "sizes", "rank"}``,
-    global ranks) on ``group``, each rank's local shards its boxes of ``value``."""
-    value = value.to(ctx.device)
-    metas = [
-        adapter.st_shard_metadata(b["offsets"], b["sizes"], ctx.backend.placement(b["rank"]))
-        for b in boxes
-    ]
-    mine = [
-        adapter.st_local_shard(value[codec.box_slices(b)].clone().requires_grad_(requires_grad), m)
-        for b, m in zip(boxes, metas, strict=True)
-        if b["rank"] == ctx.rank
-    ]
-    properties = adapter.st_tensor_properties(dtype=value.dtype, requires_grad=requires_grad)
-    metadata = adapter.st_sharded_tensor_metadata(metas, torch.Size(value.shape), properties)
-    return adapter.st_init_from_global_metadata(mine, metadata, group)
-
-
 def _arguments(op: str, x: Any, other: Any, params: dict[str, Any]) -> tuple[Any, list, dict]:
     """The callable, positional and keyword arguments of the call, as a user writes it."""
     if op == "equal":
@@ -113,8 +94,10 @@ def apply(
     y = None
     with codec.building():
         if other is not None:
-            y = _build(ctx, adapter, y_value, other["boxes"], False, process_group)
-        x = _build(ctx, adapter, value, boxes, params.get("x_requires_grad", False), process_group)
+            y = codec.from_boxes(adapter, ctx.rank, ctx.backend, y_value.to(ctx.device),
+                                 other["boxes"], process_group)  # fmt: skip
+        x = codec.from_boxes(adapter, ctx.rank, ctx.backend, value.to(ctx.device), boxes,
+                             process_group, params.get("x_requires_grad", False))  # fmt: skip
     y_before = [t.detach().clone() for t in _locals(adapter, y)] if y is not None else []
 
     def x_now() -> dict[str, Any]:

@@ -109,20 +109,14 @@ def allclose(
     return _compare(a, b, close, "allclose")
 
 
-def shard_wise(
-    x: ShardedTensor, fn: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype | None = None
-) -> ShardedTensor:
-    """A new sharded tensor of ``x``'s layout holding ``fn`` of each local tensor (ST-OP-4, 5);
-    ``dtype`` and ``requires_grad`` in its metadata as the local results have them (ST-OP-7)."""
-    from reference.sharded_tensor.sharded_tensor import ShardedTensor
-
+def shard_wise(x: ShardedTensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> ShardedTensor:
+    """A new sharded tensor of ``x``'s layout holding ``fn`` of each local tensor (ST-OP-4, 5),
+    its metadata's ``requires_grad`` as the local results have it (ST-OP-7)."""
     metadata = copy.deepcopy(x.metadata())
     shards = [Shard(fn(s.tensor), s.metadata) for s in x.local_shards()]
-    props = metadata.tensor_properties
-    props.dtype = x.dtype if dtype is None else dtype
     if shards:
-        props.requires_grad = shards[0].tensor.requires_grad
-    return ShardedTensor(metadata, shards, x.process_group, x._spec)
+        metadata.tensor_properties.requires_grad = shards[0].tensor.requires_grad
+    return type(x)(metadata, shards, x.process_group, x.sharding_spec())
 
 
 def detach(x: ShardedTensor) -> ShardedTensor:
@@ -208,13 +202,15 @@ def _draw_into(x: ShardedTensor, draw: Callable[[torch.Tensor], Any]) -> Sharded
     whole = torch.empty(x.size(), dtype=x.dtype, device=device)
     draw(whole)
     for s in x.local_shards():
-        box = whole
-        for d, (o, n) in enumerate(
-            zip(s.metadata.shard_offsets, s.metadata.shard_sizes, strict=True)
-        ):
-            box = box.narrow(d, o, n)
-        s.tensor.copy_(box)
+        s.tensor.copy_(_box(whole, s.metadata.shard_offsets, s.metadata.shard_sizes))
     return x
+
+
+def _box(whole: torch.Tensor, offsets: list[int], sizes: list[int]) -> torch.Tensor:
+    """The view of a box of ``whole``."""
+    for d, (o, n) in enumerate(zip(offsets, sizes, strict=True)):
+        whole = whole.narrow(d, o, n)
+    return whole
 
 
 @torch.no_grad()
