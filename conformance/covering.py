@@ -134,26 +134,35 @@ IMPOSSIBLE: dict[Pair, str] = {
         "one box overlaps no other, and is one rank's, once",
     ),
     pair("tensor: float64", "tensor: int64"): "a tensor has one dtype",
-    **_each(
-        "st op: another layout",
-        tuple(
-            c
-            for c in FAMILIES["st op"]
-            if c
-            not in (
-                "st op: equal",
-                "st op: allclose",
-                "st op: copy_",
-                "st op: type_as",
-                "st op: a refusal expected",
-            )
-        ),
-        "only a comparison, copy_ and type_as take a second sharded tensor",
-    ),
+    **{
+        pair(second, c): "only a comparison, copy_ and type_as take a second sharded tensor"
+        for second in ("st op: another layout", "st op: no member holding boxes of both tensors")
+        for c in FAMILIES["st op"]
+        if c
+        not in (
+            "st op: equal",
+            "st op: allclose",
+            "st op: copy_",
+            "st op: type_as",
+            "st op: a refusal expected",
+            "st op: the ranks' own shards disagree",
+            "st op: a refusal, a member holding no box",
+        )
+    },
     **_each(
         "tensor: int64",
-        ("st op: uniform_", "st op: normal_", "st op: kaiming_uniform_"),
+        (
+            "st op: uniform_",
+            "st op: normal_",
+            "st op: kaiming_uniform_",
+            "st op: a box whose fan is not the tensor's",
+        ),
         "an integer tensor takes no random draw: the single-device op refuses it",
+    ),
+    **_each(
+        "st op: the ranks' own shards disagree",
+        ("st op: another layout", "st op: no member holding boxes of both tensors"),
+        "a rank's own answer is a question of two tensors of one layout",
     ),
     pair("st op: x requires grad", "st op: copy_"): "copy_ into a leaf that requires grad is "
     "refused by the single-device op",
@@ -166,6 +175,9 @@ IMPOSSIBLE: dict[Pair, str] = {
 # Pairs that need a larger world than either class alone: a cycle of three inside a group, or a
 # mesh, that leaves a rank of the world out.
 PAIR_NEEDS_RANKS: dict[Pair, int] = {
+    pair("group: a sub-group", "st op: the ranks' own shards disagree"): 3,
+    pair("group: a sub-group", "st op: a refusal, a member holding no box"): 3,
+    pair("group: a sub-group", "st op: no member holding boxes of both tensors"): 3,
     pair("group: a sub-group", "permutation: a longer cycle"): 4,
     pair("mesh: smaller than the world", "permutation: a longer cycle"): 4,
 }

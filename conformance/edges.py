@@ -191,7 +191,10 @@ FAMILIES["st op"] = (
         )
     ),
     "st op: boxes on two ranks compared",
+    "st op: the ranks' own shards disagree",
     "st op: a refusal expected",
+    "st op: a refusal, a member holding no box",
+    "st op: a box whose fan is not the tensor's",
 )
 FAMILIES["st op input"] = (
     "layout: an empty box",
@@ -202,6 +205,7 @@ FAMILIES["st op input"] = (
     "tensor: float64",
     "tensor: int64",
     "st op: another layout",
+    "st op: no member holding boxes of both tensors",
     "st op: x requires grad",
 )
 
@@ -223,6 +227,9 @@ NEEDS_RANKS = {
     "outside rank: a world rank outside the group": 2,
     "fault: on one rank, holding no shard": 2,
     "st op: boxes on two ranks compared": 2,
+    "st op: the ranks' own shards disagree": 2,
+    "st op: a refusal, a member holding no box": 2,
+    "st op: no member holding boxes of both tensors": 2,
 }
 
 # A ShardedTensor has at least one dim: its family is the tensor's but for 0-d.

@@ -168,15 +168,26 @@ def world_meshes(draw, world_size: int) -> tuple[list[int], list[int]]:
 
 
 @st.composite
-def owned_layouts(draw, shape: list[int], group: list[int]) -> list[dict[str, Any]]:
+def owned_layouts(
+    draw, shape: list[int], group: list[int], empty_at_ends: bool = False
+) -> list[dict[str, Any]]:
     """A valid layout of ``shape`` on ``group`` drawn apart from any spec: a tiling (grids and
     layouts off a grid) with up to two empty boxes, in any order, each box
-    ``{"offsets", "sizes", "rank"}`` on any member, so that a rank holds several boxes or none."""
+    ``{"offsets", "sizes", "rank"}`` on any member, so that a rank holds several boxes or none.
+    ``empty_at_ends``: an empty box starts at the end of its empty dim, past every other box
+    (where no implementation can take it for an overlap, ST-VALID-1): of a dim with elements,
+    so that it lies past the tiling's boxes, and none where every dim is empty."""
     boxes = [(list(o), list(s)) for o, s in draw(tilings(shape, max_cuts=4))]
     for _ in range(draw(st.integers(0, 2))):
         offsets = [draw(st.integers(0, n)) for n in shape]
         sizes = [draw(st.integers(0, n - o)) for o, n in zip(offsets, shape, strict=True)]
-        sizes[draw(st.integers(0, len(shape) - 1))] = 0
+        if not empty_at_ends:
+            sizes[draw(st.integers(0, len(shape) - 1))] = 0
+        elif any(shape):
+            empty = draw(st.sampled_from([d for d, n in enumerate(shape) if n]))
+            offsets[empty], sizes[empty] = shape[empty], 0
+        else:
+            continue
         boxes.append((offsets, sizes))
     boxes = draw(st.permutations(boxes))
     owners = draw(st.lists(st.sampled_from(group), min_size=len(boxes), max_size=len(boxes)))

@@ -27,7 +27,14 @@ RANDOM = ("rand_like", "randn_like", "uniform_", "normal_", "kaiming_uniform_")
 BINARY = (*COMPARISONS, "copy_", "type_as")
 
 # How the second tensor's value is made from the first's (``other_value``).
-RELATIONS = ("same", "one element differs", "scaled", "a nan in both", "another size")
+RELATIONS = (
+    "same",
+    "one element differs",
+    "scaled",
+    "a nan in both",
+    "another draw",
+    "another size",
+)
 
 
 def value_of(shape: list[int], dtype: str, seed: int) -> torch.Tensor:
@@ -49,10 +56,11 @@ def other_value(
 ) -> torch.Tensor:
     """The second argument's value: ``value`` as ``dtype``; with its element ``where`` (flat,
     modulo the size) increased by one; times ``1 + scale``; with a NaN at ``where`` in both
-    (``with_nan`` makes the first's); or of another size (``other_shape``)."""
+    (``with_nan`` makes the first's); another seeded tensor (``where`` its seed); or of another
+    size (``other_shape``)."""
     kind = getattr(torch, dtype)
-    if relation == "another size":
-        return value_of(other_shape(list(value.shape), relation), dtype, 0)
+    if relation in ("another size", "another draw"):
+        return value_of(other_shape(list(value.shape), relation), dtype, where)
     out = value.clone().to(kind)
     if relation == "same" or not out.numel():
         return out
@@ -168,6 +176,10 @@ def as_random_call(op: str, params: dict[str, Any], shape: list[int]) -> tuple[s
 def outside_support(op: str, params: dict[str, Any], value: torch.Tensor) -> torch.Tensor:
     """ST-OP-13: the elements of a draw's value outside its support, as a mask."""
     call, args = as_random_call(op, params, list(value.shape))
+    # the bounds as the dtype holds them: rounding is monotone, so a draw within [a, b] rounds
+    # into [round(a), round(b)] (kaiming's bound is no float of any dtype)
+    if call == "uniform_" and value.is_floating_point():
+        args = [float(torch.tensor(v, dtype=value.dtype)) for v in args]
     return dt_random.outside_support(call, args, value, None, [])
 
 

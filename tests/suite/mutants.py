@@ -897,5 +897,36 @@ class RandomPartsNotPartitioned(ReferenceAdapter):
         return dt.DTensor(made.to_local(), mesh, tuple(kept), tuple(made.shape), made.stride())
 
 
+class KaimingFanOfAShard(ReferenceAdapter):
+    """``kaiming_uniform_`` of a sharded tensor that initialises each local tensor by itself,
+    its bound from the shard's fan, as PyTorch does (ST-OP-13)."""
+
+    def st_op(self, fn, args, kwargs):
+        x = args[0]
+        if fn is not torch.nn.init.kaiming_uniform_ or x.dim() < 2 or not x.dtype.is_floating_point:
+            return super().st_op(fn, args, kwargs)
+        for s in args[0].local_shards():
+            if s.tensor.numel():
+                fn(s.tensor, **kwargs)
+        return args[0]
+
+
+class EqualOfOwnShards(ReferenceAdapter):
+    """``torch.equal`` of two sharded tensors of one layout that answers from each rank's own
+    shards, with no collective: ranks answer differently where only some of their shards
+    differ (ST-OP-3)."""
+
+    def st_op(self, fn, args, kwargs):
+        a, b = args[:2] if fn is torch.equal else (None, None)
+        if a is None or a.metadata().shards_metadata != b.metadata().shards_metadata:
+            return super().st_op(fn, args, kwargs)
+        return all(
+            torch.equal(s.tensor, t.tensor)
+            for s, t in zip(a.local_shards(), b.local_shards(), strict=True)
+        )
+
+
 RANDOM_SHARDS_FROM_THE_START = RandomShardsFromTheStart()
 RANDOM_PARTS_NOT_PARTITIONED = RandomPartsNotPartitioned()
+KAIMING_FAN_OF_A_SHARD = KaimingFanOfAShard()
+EQUAL_OF_OWN_SHARDS = EqualOfOwnShards()

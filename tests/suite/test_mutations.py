@@ -437,6 +437,22 @@ MUTANTS = [
         ['"call": "rand"', '"P(sum)"', "outside ('uniform', 0.0, 1.0)'s support"],
         "mutation-covering",
     ),
+    Mutant(
+        "kaiming-fan-of-a-shard",
+        "test_st_ops.py",
+        "mutants:KAIMING_FAN_OF_A_SHARD",
+        "ST-OP-13",
+        ['"op": "kaiming_uniform_"', "outside the support"],
+        "mutation-covering",
+    ),
+    Mutant(
+        "equal-of-own-shards",
+        "test_st_ops.py",
+        "mutants:EQUAL_OF_OWN_SHARDS",
+        "ST-OP-3",
+        ['"op": "equal"', "answers by rank"],
+        "mutation-covering",
+    ),
 ]
 
 
