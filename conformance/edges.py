@@ -261,6 +261,23 @@ FAMILIES["grad chain"] = (
     "mesh: ranks out of order",
 )
 
+# A backward pass through an op (DT-GRAD-6, 7), one family, as for the ops' values.
+FAMILIES["op grad"] = (
+    "op grad: a distribute leaf",
+    "op grad: a from_local leaf",
+    "op grad: a partial leaf",
+    "op grad: a leaf the program gives no gradient",
+    "op grad: several outputs",
+    "op grad: its value judged",
+    "op grad: its layout judged",
+    "op input: S",
+    "op input: P(sum)",
+    "op input: P(max)",
+    "chunks: uneven",
+    "tensor: float64",
+    "mesh: ranks out of order",
+)
+
 # A random call (spec/dt-random.md) and what its judgement could compare, paired with the layout
 # classes it meets: DT-RAND-4 judges only draws large enough that a correct one cannot look
 # repeated, so those classes are required like the calls.

@@ -43,7 +43,7 @@ CAPABILITIES = {
     "interop_checkpoint": "the boxes a checkpoint of a live DTensor writes (INTEROP-8, 9)",
     "dtensor_factories": "zeros, ones, empty, full, rand, randn of a DTensor (DT-API-16 to 18)",
     "dtensor_ops": "operators on DTensors, but the adapter's unclaimed_ops (DT-OP)",
-    "dtensor_grad": "gradients through the DTensor API: grad, grad_placements (DT-GRAD)",
+    "dtensor_grad": "gradients through the DTensor API and, with dtensor_ops, its ops (DT-GRAD)",
     "dtensor_random": "random factories and ops on DTensors, seeded by torch.manual_seed (DT-RAND)",
     "dtensor_random_parity": "random DTensors equal to the single-device draw (DT-RAND-7)",
     "cuda": "CUDA tensors on NCCL worlds",

@@ -22,6 +22,7 @@ from hypothesis import settings
 from torch.utils import _pytree as pytree
 
 from conformance import profiles
+from conformance.oracle.dt_grad import op_gradients
 from conformance.oracle.dt_ops import exact
 
 # DT-OP-1: only moves, selects or compares values, or rounds each one alone.
@@ -56,6 +57,17 @@ COMPOSITE = (
     "nn.functional.nll_loss", "nn.functional.cross_entropy",
 )  # fmt: skip
 
+# DT-GRAD-7: ops whose backward gives each element of an input's gradient as a sum of terms
+# ``c * h``, ``h`` an element of an output's gradient and ``c`` computed from the inputs, the
+# scalar arguments and element counts with at most three roundings (the differentiable ops of
+# the exact and sums classes, and the elementwise ops whose derivative is such a formula:
+# ``log``'s ``h / x``, ``sqrt``'s ``h / (2 * sqrt(x))``). The gradients of the other ops go
+# through a kernel's own error (``exp``, ``tanh``) or a cancellation (``var``'s ``x - mean``).
+LINEAR_GRADIENT = (
+    *EXACT, *SUMS, "add", "sub", "mul", "div/no_rounding_mode", "div/trunc_rounding",
+    "div/floor_rounding", "true_divide", "reciprocal", "square", "sqrt", "log", "log1p", "log2",
+    "log10", "lerp", "addcmul", "addcdiv", "atan", "frac", "nn.functional.nll_loss",
+)  # fmt: skip
 CLASSES = {**dict.fromkeys(EXACT, "exact"), **dict.fromkeys(ELEMENTWISE, "elementwise"),
            **dict.fromkeys(SUMS, "sums"), **dict.fromkeys(COMPOSITE, "composite")}  # fmt: skip
 # The dtypes a case may draw, in order of preference: the op's own dtypes decide which it gets.
@@ -228,6 +240,61 @@ def call_out(op: str, sample: Sample) -> torch.Tensor:
     return out
 
 
+def gradient_class(op: str) -> str | None:
+    """``"linear"`` for an op of ``LINEAR_GRADIENT``, whose gradient's value DT-GRAD-7 bounds;
+    ``None`` for the others, whose gradients are judged on their layout alone."""
+    return "linear" if op in LINEAR_GRADIENT else None
+
+
+def runner(op: str, sample: Sample) -> Callable[[list[torch.Tensor]], list[Any]]:
+    """The op on a list of its tensor arguments (the sample's, replaced in order), returning
+    its output leaves: what autograd differentiates (DT-GRAD-7)."""
+
+    def run(tensors: list[torch.Tensor]) -> list[Any]:
+        return pytree.tree_leaves(call(op, sample.with_tensors(tensors)))
+
+    return run
+
+
+@functools.cache
+def grad_ops() -> list[str]:
+    """The core ops with a sample that a backward pass runs through (``grad_samples``)."""
+    return [op for op in CORE_OPS if known(op) and any(grad_samples(op, d) for d in dtypes(op))]
+
+
+@functools.cache
+def grad_samples(op: str, dtype: str) -> tuple[int, ...]:
+    """The indices of the op's floating samples on which a backward pass runs on one device
+    from an output that requires grad, with every floating argument a leaf that requires grad
+    (``oracle.dt_grad.op_gradients``), and whose Jacobian (``op_gradient_bound``) has at most
+    ``JACOBIAN_ELEMENTS`` elements. A sample the op writes (``embedding`` with ``max_norm``)
+    is not one: a leaf that requires grad cannot be written in place."""
+    if dtype not in ("float32", "float64"):
+        return ()
+    kept = []
+    for i, sample in enumerate(samples(op, dtype)):
+        if _writes(op, sample):
+            continue
+        tensors = sample.tensors()
+        floating = sum(t.numel() for t in tensors if t.is_floating_point())
+        outputs = [x for x in pytree.tree_leaves(call(op, sample)) if isinstance(x, torch.Tensor)]
+        if floating * sum(y.numel() for y in outputs) > JACOBIAN_ELEMENTS:
+            continue
+        with quietly():
+            try:
+                chosen, grads = op_gradients(runner(op, sample), tensors, 0)
+            except Exception:  # whichever it raises, the op has no gradient here
+                continue
+        if chosen and any(g is not None for g in grads):
+            kept.append(i)
+    return tuple(kept)
+
+
+# The most elements of a gradient case's Jacobian (outputs' elements times floating inputs'):
+# DT-GRAD-7's bound reads it whole, one backward pass per output element.
+JACOBIAN_ELEMENTS = 2**20
+
+
 @functools.cache
 def mixing_samples(op: str, dtype: str) -> tuple[int, ...]:
     """The indices of the op's samples with two tensor arguments or more: one stays a DTensor on
@@ -239,15 +306,16 @@ def mixing_samples(op: str, dtype: str) -> tuple[int, ...]:
 def writes_its_inputs(op: str) -> bool:
     """Whether the op changes a tensor it is given (an in-place variant such as
     ``normal/in_place``): DT-OP-8 is about out-of-place ops only."""
-    for dtype in dtypes(op):
-        for sample in samples(op, dtype):
-            given = [t.clone() for t in sample.tensors()]
-            run = sample.with_tensors(given)
-            with quietly():
-                function(op)(*run.args, **run.kwargs)
-            if any(not exact(a, b) for a, b in zip(given, sample.tensors(), strict=True)):
-                return True
-    return False
+    return any(_writes(op, sample) for dtype in dtypes(op) for sample in samples(op, dtype))
+
+
+def _writes(op: str, sample: Sample) -> bool:
+    """Whether the op changes a tensor of this sample."""
+    given = [t.clone() for t in sample.tensors()]
+    run = sample.with_tensors(given)
+    with quietly():
+        function(op)(*run.args, **run.kwargs)
+    return any(not exact(a, b) for a, b in zip(given, sample.tensors(), strict=True))
 
 
 @functools.cache

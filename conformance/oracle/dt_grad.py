@@ -4,7 +4,7 @@ full tensors, the layouts gradients take, and how far a gradient may round."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -55,3 +55,95 @@ def tolerance(
     b = partition_tolerance([one_pass] * n, n, m)
     eps = torch.finfo(expected.dtype).eps
     return backwards * (b + eps * expected.to(torch.float64).abs())
+
+
+def upstream(outputs: Sequence[torch.Tensor], seed: int) -> list[torch.Tensor]:
+    """The gradient each output receives (DT-GRAD-7): the seeded values of its shape and dtype,
+    ``seed + j`` for output ``j``."""
+    return [make_global(tuple(y.shape), str(y.dtype).removeprefix("torch."), seed + j)
+            for j, y in enumerate(outputs)]  # fmt: skip
+
+
+def differentiated(outputs: Sequence[object]) -> list[int]:
+    """The outputs a backward pass starts from: the floating tensors that require grad."""
+    return [
+        j
+        for j, y in enumerate(outputs)
+        if isinstance(y, torch.Tensor) and y.is_floating_point() and y.requires_grad
+    ]
+
+
+def op_gradients(
+    run: Callable[[list[torch.Tensor]], list[object]],
+    tensors: Sequence[torch.Tensor],
+    upstream_seed: int,
+) -> tuple[list[int], list[torch.Tensor | None]]:
+    """The single-device program of DT-GRAD-7: ``run`` (the op on a list of its tensor
+    arguments, returning its output leaves) on copies of ``tensors``, every floating one a leaf
+    that requires grad, then one backward pass of ``sum_j (y_j * h_j).sum()`` over the
+    differentiated outputs. Returns those outputs' indices and each argument's ``.grad``
+    (``None`` for an integer argument, or one the program gives no gradient)."""
+    leaves = [t.detach().clone().requires_grad_(t.is_floating_point()) for t in tensors]
+    outputs = run(leaves)
+    chosen = differentiated(outputs)
+    if chosen:
+        ys = [outputs[j] for j in chosen]
+        torch.autograd.backward(ys, upstream(ys, upstream_seed))
+    return chosen, [t.grad if t.requires_grad else None for t in leaves]
+
+
+def op_gradient_bound(
+    run: Callable[[list[torch.Tensor]], list[object]],
+    tensors: Sequence[torch.Tensor],
+    chosen: Sequence[int],
+    upstream_seed: int,
+    mesh_shape: Sequence[int],
+) -> list[torch.Tensor | None]:
+    """DT-GRAD-7's bound on each floating argument's gradient: ``4·γ(n·N + d + 4)·m`` per
+    element, ``m = Σ |c|·|h|`` over its terms (the op's Jacobian ``J`` at the inputs, from
+    autograd, with the upstream gradients ``h``, in float64), ``n`` the number of its nonzero
+    terms, ``N`` and ``d`` the mesh's size and number of dims.
+
+    Each term ``c·h`` is computed with at most four roundings (three in ``c``, one in the
+    product), and a partition into ``P(sum)`` may split it into ``N`` pieces, each rounded once
+    per mesh dim; summed in any order, ``n·N`` pieces are within ``γ(n·N + d + 4)·m`` of the
+    exact gradient (Higham's bound for a sum, each piece carrying its own relative error). Two
+    evaluations (the implementation's and the oracle's) are within twice that, and ``m`` from
+    the Jacobian's computed coefficients within another factor ``1 + γ(3)``, which the ``4``
+    covers."""
+    floating = [i for i, t in enumerate(tensors) if t.is_floating_point()]
+    bounds: list[torch.Tensor | None] = [None] * len(tensors)
+    for i in floating:
+        bounds[i] = torch.zeros(tensors[i].shape, dtype=torch.float64)
+    inputs = tuple(tensors[i].detach().clone() for i in floating)
+    if not any(t.numel() for t in inputs):
+        return bounds
+
+    def outputs(*inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        args = list(tensors)
+        for i, x in zip(floating, inputs, strict=True):
+            args[i] = x
+        leaves = run(args)
+        return tuple(leaves[j] for j in chosen if leaves[j].numel())
+
+    every = run(list(tensors))
+    pairs = zip(chosen, upstream([every[j] for j in chosen], upstream_seed), strict=True)
+    h = [x.double().abs() for j, x in pairs if every[j].numel()]
+    if not h:
+        return bounds
+    jacobian = torch.autograd.functional.jacobian(outputs, inputs)
+    ys = [every[j] for j in chosen if every[j].numel()]
+    size, ndim = math.prod(mesh_shape), len(mesh_shape)
+    for k, i in enumerate(floating):
+        shape = tensors[i].shape
+        m = torch.zeros(shape, dtype=torch.float64)
+        n = torch.zeros(shape, dtype=torch.float64)
+        for j, y in enumerate(ys):
+            block = jacobian[j][k].double().abs().reshape(y.numel(), *shape)
+            m += (block * h[j].reshape(-1, *([1] * len(shape)))).sum(0)
+            n += (block != 0).double().sum(0)
+        terms = n * size + ndim + 4
+        u = torch.finfo(tensors[i].dtype).eps / 2
+        # an infinite coefficient times a zero gradient: an element no bound constrains
+        bounds[i] = (4 * terms * u / (1 - terms * u) * m).nan_to_num(nan=math.inf)
+    return bounds

@@ -191,7 +191,6 @@ def judge_chain(result: Any, args: dict[str, Any], blame: str | None = None) -> 
     values = judge.all_returned(result, rule=rule)
     context = result.replay_command()
     mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
-    coords = by_rank(mesh)
     calls = 2 + len(args["steps"])
     for rank, got in enumerate(values):
         judge.assert_equal(f"rank {rank}: requires_grad of the leaf, each redistribution and "
@@ -216,28 +215,80 @@ def judge_chain(result: Any, args: dict[str, Any], blame: str | None = None) -> 
         return
     expected = dt_grad.gradient(args["shape"], args["dtype"], args["seed"],
                                 args["upstream_seed"], args["backwards"])  # fmt: skip
-    layout = _layout(values, args, context, rule)
     device = backend_named(result.backend).device_for
-    locals_ = {}
-    for rank, got in enumerate(values):
-        grad = got["grad"]
-        where = f"rank {rank}: the leaf's gradient"
-        local_shape, _ = local_shape_and_offset(args["shape"], mesh.shape, layout, coords[rank])
-        owner = "DT-GRAD-2" if args["start"] == "distribute" else "DT-GRAD-4"
-        judge.assert_equal(f"{where}: local shape ({format_placements(layout)})",
-                           list(grad["local"].shape), list(local_shape), context,
-                           rule=owner)  # fmt: skip
-        judge.assert_equal(f"{where}: dtype", str(grad["local"].dtype).removeprefix("torch."),
-                           args["dtype"], context, rule=owner)  # fmt: skip
-        if grad.get("device") is not None:
-            judge.assert_equal(f"{where}: local device", grad["device"], device(rank).type,
-                               context, rule="DT-GRAD-2")  # fmt: skip
-        locals_[coords[rank]] = grad["local"].cpu()
-    value = logical_value(locals_, args["shape"], mesh.shape, layout)
+    grads = [got["grad"] for got in values]
+    value, layout = read_gradient(grads, args["shape"], args["dtype"], args["start"],
+                                  args["placements"], args.get("leaf_grad"), mesh, device,
+                                  context, rule)  # fmt: skip
     bound = dt_grad.tolerance(expected, layout, mesh.shape, args["backwards"])
     if not dt_ops.within(value, expected, bound):
         judge.assert_tensor_exact(f"the leaf's gradient ({format_placements(layout)})", value,
                                   expected, context, rule=rule)  # fmt: skip
+
+
+def read_gradient(
+    grads: list[Any],
+    shape: list[int],
+    dtype: str,
+    start: str,
+    placements: list[str],
+    declared: list[str] | None,
+    mesh: Mesh,
+    device: Any,
+    context: str,
+    rule: str,
+    what: str = "the leaf",
+) -> tuple[Any, tuple]:
+    """A leaf's gradient as every rank reported it (``tasks.grad.gradient_of``), checked for
+    its layout, and read as a value: ``(value, layout)``. The layout is a DTensor gradient's own
+    placements, the same on every rank and valid for its shape (DT-GRAD-2), or, for a
+    ``from_local`` leaf, the declared ``grad_placements`` (default: the gradient placements of
+    ``placements``, DT-GRAD-4); every rank's local tensor has its local shape, the dtype and the
+    mesh's device. A rank without a gradient breaks ``rule``."""
+    coords = by_rank(mesh)
+    for rank, grad in enumerate(grads):
+        judge.assert_equal(f"rank {rank}: {what} has a gradient after backward",
+                           grad is not None, True, context, rule=rule)  # fmt: skip
+    owner = "DT-GRAD-2" if start == "distribute" else "DT-GRAD-4"
+    for rank, grad in enumerate(grads):
+        judge.assert_equal(f"rank {rank}: {what}'s gradient is a DTensor, not a plain tensor",
+                           not grad.get("plain"), True, context, rule="DT-GRAD-2")  # fmt: skip
+    if start == "from_local":
+        layout = parse_placements(declared) if declared is not None else \
+            dt_grad.gradient_placements(parse_placements(placements))  # fmt: skip
+    else:
+        layout = _own_layout([grad["describe"] for grad in grads], shape, dtype, mesh, context)
+    locals_ = {}
+    for rank, grad in enumerate(grads):
+        where = f"rank {rank}: {what}'s gradient"
+        local_shape, _ = local_shape_and_offset(shape, mesh.shape, layout, coords[rank])
+        judge.assert_equal(f"{where}: local shape ({format_placements(layout)})",
+                           list(grad["local"].shape), list(local_shape), context,
+                           rule=owner)  # fmt: skip
+        judge.assert_equal(f"{where}: dtype", str(grad["local"].dtype).removeprefix("torch."),
+                           dtype, context, rule=owner)  # fmt: skip
+        if grad.get("device") is not None:
+            judge.assert_equal(f"{where}: local device", grad["device"], device(rank).type,
+                               context, rule="DT-GRAD-2")  # fmt: skip
+        locals_[coords[rank]] = grad["local"].cpu()
+    return logical_value(locals_, shape, mesh.shape, layout), layout
+
+
+def _own_layout(facts: list[dict], shape: list[int], dtype: str, mesh: Mesh, context: str):
+    """A DTensor gradient's placements: the same on every rank, valid for its shape, of its
+    leaf's shape and dtype (DT-GRAD-2)."""
+    for rank, describe in enumerate(facts):
+        judge.assert_equal(f"rank {rank}: the gradient's shape and dtype",
+                           [describe["shape"], describe["dtype"]], [list(shape), dtype],
+                           context, rule="DT-GRAD-2")  # fmt: skip
+        judge.assert_equal(f"rank {rank}: the gradient's placements, as rank 0's",
+                           describe["placements"], facts[0]["placements"], context,
+                           rule="DT-GRAD-2")  # fmt: skip
+    layout = parse_placements(facts[0]["placements"])
+    valid = placements_verdict(layout, len(mesh.shape), len(shape)) == VALID
+    judge.assert_equal(f"the gradient's placements {facts[0]['placements']} valid",
+                       valid, True, context, rule="DT-GRAD-2")  # fmt: skip
+    return layout
 
 
 def _forward_mismatch(values: list[Any], args: dict[str, Any]) -> tuple | None:
@@ -257,33 +308,6 @@ def _forward_mismatch(values: list[Any], args: dict[str, Any]) -> tuple | None:
         if not dt_ops.exact(got["out"], want):
             return rank, got["out"], want
     return None
-
-
-def _layout(values: list[Any], args: dict[str, Any], context: str, rule: str) -> tuple:
-    """The layout the leaf's gradient is read by: the gradient DTensor's own placements, the
-    same on every rank and valid for its shape (DT-GRAD-2), or for ``from_local`` the declared
-    ``grad_placements`` (default: the gradient placements, DT-GRAD-4)."""
-    for rank, got in enumerate(values):
-        judge.assert_equal(f"rank {rank}: the leaf has a gradient after backward",
-                           got["grad"] is not None, True, context, rule=rule)  # fmt: skip
-    if args["start"] == "from_local":
-        if args.get("leaf_grad") is not None:
-            return parse_placements(args["leaf_grad"])
-        return dt_grad.gradient_placements(parse_placements(args["placements"]))
-    facts = [got["grad"]["describe"] for got in values]
-    for rank, describe in enumerate(facts):
-        judge.assert_equal(f"rank {rank}: the leaf's gradient shape and dtype",
-                           [describe["shape"], describe["dtype"]],
-                           [list(args["shape"]), args["dtype"]], context,
-                           rule="DT-GRAD-2")  # fmt: skip
-        judge.assert_equal(f"rank {rank}: the gradient's placements, as rank 0's",
-                           describe["placements"], facts[0]["placements"], context,
-                           rule="DT-GRAD-2")  # fmt: skip
-    layout = parse_placements(facts[0]["placements"])
-    valid = placements_verdict(layout, len(args["mesh_shape"]), len(args["shape"])) == VALID
-    judge.assert_equal(f"the gradient's placements {facts[0]['placements']} valid",
-                       valid, True, context, rule="DT-GRAD-2")  # fmt: skip
-    return layout
 
 
 @pytest.mark.rules(

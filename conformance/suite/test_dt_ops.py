@@ -3,6 +3,7 @@ in drawn placements over drawn meshes, judged against the single-device result."
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -30,17 +31,31 @@ from conformance.world.harness import HarnessError
 CORE = list(catalogue.CORE_OPS)
 
 
+# The largest finite value of each floating dtype a case draws.
+_LARGEST = {d: torch.finfo(d).max for d in (torch.float16, torch.bfloat16, torch.float32,
+                                           torch.float64)}  # fmt: skip
+
+
 @st.composite
 def input_placements(draw, impl: Any, mesh_shape: list[int], tensor: torch.Tensor) -> list[str]:
     """One placement per mesh dim for an input, its kind drawn first (shards twice as often as
     the others, since most of an op's cases are in how its shards meet): ``S(d)`` (negative
     ``d`` too), ``R``, strided shards and one ``P(op)`` where claimed: ``sum``, ``max`` and
     ``min`` on every dtype but ``bool``; ``avg`` on floating dtypes over meshes whose dims are
-    powers of two (the parts whose reduction is exact, spec/dt-ops.md)."""
+    powers of two, of values whose sums stay finite (the parts whose reduction is exact,
+    spec/dt-ops.md)."""
     ndim = tensor.dim()
     ops = [] if tensor.dtype == torch.bool else ["sum", "max", "min"]
     if tensor.is_floating_point() and all(k in strategies.POWERS_OF_TWO for k in mesh_shape):
-        ops.append("avg")
+        # an average sums its parts first: a finite value whose sum of n copies overflows has no
+        # parts that reduce to it exactly
+        n = math.prod(mesh_shape)
+        if (
+            torch.where(tensor.isfinite(), tensor.double().abs() * n, 0)
+            .le(_LARGEST[tensor.dtype])
+            .all()
+        ):
+            ops.append("avg")
     ops = [op for op in ops if f"partial:{op}" in impl.capabilities]
     kinds = ["S", "R", "S"] if ndim else ["R"]
     if ndim and "strided_shard" in impl.capabilities:
@@ -66,7 +81,8 @@ def op_cases(
     mesh of a drawn world, with placements for each of its tensor arguments. Variants:
     ``"plain"``, the op as it is; ``"in_place"``, its in-place variant (DT-OP-11); ``"out"``, the
     op with an ``out=`` DTensor of drawn placements (DT-OP-13); ``"mixing"``, the op with some
-    tensor arguments but the first as plain tensors or on another mesh (DT-OP-12)."""
+    tensor arguments but the first as plain tensors or on another mesh (DT-OP-12); ``"grad"``, a
+    sample a backward pass runs through (DT-GRAD-7)."""
 
     def indices(dtype: str) -> tuple[int, ...]:
         if variant == "in_place":
@@ -75,6 +91,8 @@ def op_cases(
             return catalogue.out_samples(op, dtype)
         if variant == "mixing":
             return catalogue.mixing_samples(op, dtype)
+        if variant == "grad":
+            return catalogue.grad_samples(op, dtype)
         return tuple(range(len(catalogue.samples(op, dtype))))
 
     dtype = draw(st.sampled_from([d for d in catalogue.dtypes(op) if indices(d)]))

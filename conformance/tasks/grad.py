@@ -65,7 +65,7 @@ def chain(
         if requires_grad:
             (out * h).sum().backward()
     is_leaf = x.is_leaf if start == "distribute" else None
-    grad = _gradient(adapter, start, x, leaf)
+    grad = gradient_of(adapter, start, x, leaf)
     return {"requires_grad": flags, "is_leaf": is_leaf, "out": first, "grad": grad}
 
 
@@ -88,14 +88,18 @@ def _forward(adapter: Any, x: Any, steps: list[list[str]], end: str, end_grad: A
     return out, seen
 
 
-def _gradient(adapter: Any, start: str, x: Any, leaf: torch.Tensor) -> dict[str, Any] | None:
-    """The leaf's gradient as data: a DTensor's metadata and local tensor, or a local tensor."""
+def gradient_of(adapter: Any, start: str, x: Any, leaf: torch.Tensor) -> dict[str, Any] | None:
+    """A leaf's gradient as data: for ``"distribute"`` the DTensor ``x``'s (its metadata, local
+    tensor and device; a plain tensor where the implementation left one, ``"plain"``), else the
+    local tensor ``leaf``'s own; ``None`` where it has none."""
     if start == "from_local":
         grad = leaf.grad
         return None if grad is None else {"local": grad.detach().clone(), "describe": None}
     grad = adapter.dt_grad(x)
     if grad is None:
         return None
+    if type(grad) is torch.Tensor:
+        return {"local": grad.detach().clone(), "describe": None, "plain": True}
     local = adapter.dt_to_local(grad)
     return {"local": local.detach().clone(), "device": local.device.type,
             "describe": adapter.dt_describe(grad)}  # fmt: skip

@@ -11,8 +11,9 @@ from torch.utils import _pytree as pytree
 from conformance import adapters
 from conformance.ops import catalogue
 from conformance.tasks import codec
-from conformance.tasks.codec import contiguous_stride
+from conformance.tasks.codec import contiguous_stride, make_global
 from conformance.tasks.dtensor import mesh
+from conformance.tasks.grad import gradient_of
 from conformance.world import RankContext
 
 # The fact a raise carries when the op returned and reading its outputs failed (DT-OP-6).
@@ -33,6 +34,9 @@ def apply(
     homes: list[str] | None = None,
     other_mesh: list[list[int]] | None = None,
     out: list[str] | None = None,
+    starts: list[str | None] | None = None,
+    backward: list[int] | None = None,
+    upstream_seed: int = 0,
 ) -> dict[str, Any]:
     """The catalogue's sample ``sample`` of ``op`` with its ``i``-th tensor argument a DTensor
     of ``placements[i]`` (built by ``from_local`` from this rank's part of it, the partial parts
@@ -47,11 +51,18 @@ def apply(
     above), ``"plain"`` (the sample's tensor itself on every rank) or ``"other"`` (a DTensor on
     ``other_mesh``, ``[shape, ranks]``, of its placements there). ``out`` (DT-OP-13): the call
     gets ``out=``, a DTensor of those placements holding the result's shape and dtype (made
-    from a single-device call here), and the outputs are it after the call."""
+    from a single-device call here), and the outputs are it after the call.
+
+    ``starts`` (DT-GRAD-7) makes the ``i``-th tensor argument a leaf that requires grad where
+    ``starts[i]`` is given: ``"distribute"`` (a leaf DTensor of ``distribute_tensor``) or
+    ``"from_local"`` (a leaf local tensor). Then one backward pass runs from the outputs
+    ``backward`` lists, output ``j`` getting ``h_j``, the seeded values of its shape and dtype
+    (``upstream_seed + j``) on every rank, through ``full_tensor``; the report adds whether each
+    output leaf requires grad and each leaf's gradient (``gradient_of``)."""
     adapter = adapters.load(impl)
     call = catalogue.samples(op, dtype)[sample]
     homes = homes or ["mesh"] * len(placements)
-    inputs = []
+    inputs, locals_ = [], []
     with codec.building():
         for i, (value, texts, home) in enumerate(zip(call.tensors(), placements, homes,
                                                       strict=True)):  # fmt: skip
@@ -60,13 +71,17 @@ def apply(
             value = value.clone(memory_format=torch.contiguous_format)
             if home == "plain":
                 inputs.append(value.to(ctx.device))
+                locals_.append(None)
                 continue
             shape, ranks = other_mesh if home == "other" else (mesh_shape, mesh_ranks)
-            inputs.append(_dtensor(ctx, impl, value, shape, ranks, texts, seed + i))
+            start = starts[i] if starts else None
+            dtensor, local = _dtensor(ctx, impl, value, shape, ranks, texts, seed + i, start)
+            inputs.append(dtensor)
+            locals_.append(local)
         if out is not None:
             (result,) = pytree.tree_leaves(catalogue.call(op, call))
             filler = catalogue.out_filler(result)
-            out_dt = _dtensor(ctx, impl, filler, mesh_shape, mesh_ranks, out, seed - 1)
+            out_dt, _ = _dtensor(ctx, impl, filler, mesh_shape, mesh_ranks, out, seed - 1)
     held = [_held(adapter, d) for d in inputs]
     with codec.building():
         # copies: a full tensor may share the local one, which an in-place op then writes
@@ -78,14 +93,46 @@ def apply(
     with codec.facts_on_raise(lambda: {OUTPUT_READ: False}):
         written = inputs[0] if in_place else out_dt if out is not None else None
         leaves = pytree.tree_leaves(returned) if written is None else [written]
-        outputs = [_output(adapter, leaf) for leaf in leaves]
+        read = [_output(adapter, leaf) for leaf in leaves]
+        outputs = [report for report, _ in read]
     kept = all(
         _held(adapter, d) == was for d, was in zip(inputs, held, strict=True) if d is not written
     )
     report = {"inputs_full": inputs_full, "outputs": outputs, "inputs_unchanged": kept}
     if written is not None:
         report["returned_self"] = returned is written
+    if starts is not None:
+        fulls = [full for _, full in read]
+        report |= _backward(adapter, inputs, locals_, starts, leaves, fulls, backward or [],
+                            upstream_seed)  # fmt: skip
     return report
+
+
+# The fact a raise in the backward pass carries: the op returned, its gradient did not.
+BACKWARD = "backward"
+
+
+def _backward(
+    adapter: Any, inputs: list[Any], locals_: list[Any], starts: list[str | None],
+    outputs: list[Any], fulls: list[Any], backward: list[int], upstream_seed: int,
+) -> dict[str, Any]:  # fmt: skip
+    """One backward pass from ``outputs[j]`` for ``j`` in ``backward``, each through the
+    ``full_tensor`` its report read (``fulls[j]``: an output is read once) with ``h_j`` as its
+    gradient; what each output and each leaf became."""
+    flags = [getattr(y, "requires_grad", None) for y in outputs]
+    chosen = [fulls[j] for j in backward]
+    if chosen and all(getattr(outputs[j], "requires_grad", False) for j in backward):
+        with codec.facts_on_raise(lambda: {BACKWARD: True}):
+            hs = [
+                make_global(list(y.shape), str(y.dtype).removeprefix("torch."), upstream_seed + k)
+                for k, y in enumerate(chosen)
+            ]
+            torch.autograd.backward(
+                chosen, [h.to(y.device) for h, y in zip(hs, chosen, strict=True)]
+            )
+    grads = [None if start is None else gradient_of(adapter, start, x, local)
+             for x, local, start in zip(inputs, locals_, starts, strict=True)]  # fmt: skip
+    return {"output_requires_grad": flags, "grads": grads}
 
 
 def _dtensor(
@@ -96,14 +143,21 @@ def _dtensor(
     mesh_ranks: list[int],
     texts: list[str],
     seed: int,
-) -> Any:
+    start: str | None = None,
+) -> tuple[Any, torch.Tensor]:
     """A DTensor of ``value`` with ``texts`` over the mesh ``mesh_shape``/``mesh_ranks``, built by
-    ``from_local`` from this rank's part of it."""
+    ``from_local`` from this rank's part of it, and that local tensor; for a ``start``, a leaf
+    that requires grad: the local tensor (``"from_local"``) or, from the whole value, the
+    DTensor of ``distribute_tensor`` (``"distribute"``)."""
     adapter = adapters.load(impl)
-    local = codec.op_input(ctx.rank, value, mesh_shape, mesh_ranks, texts, seed).to(ctx.device)
-    shape, stride = list(value.shape), contiguous_stride(value.shape)
     device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
-    return adapter.dt_from_local(local, device_mesh, texts, False, shape, stride)
+    if start == "distribute":
+        leaf = value.to(ctx.device).requires_grad_()
+        return adapter.dt_distribute(leaf, device_mesh, texts, None), leaf
+    local = codec.op_input(ctx.rank, value, mesh_shape, mesh_ranks, texts, seed).to(ctx.device)
+    local.requires_grad_(start == "from_local")
+    shape, stride = list(value.shape), contiguous_stride(value.shape)
+    return adapter.dt_from_local(local, device_mesh, texts, False, shape, stride), local
 
 
 def _held(adapter: Any, x: Any) -> tuple[Any, ...]:
@@ -137,22 +191,25 @@ class _Same:
         )
 
 
-def _output(adapter: Any, leaf: Any) -> dict[str, Any]:
+def _output(adapter: Any, leaf: Any) -> tuple[dict[str, Any], Any]:
     """One output leaf as data: a plain ``torch.Tensor`` or a non-tensor value as it is, anything
     else as the implementation's DTensor (``full_tensor`` is collective: every rank reaches it
-    for the same leaves, in order)."""
+    for the same leaves, in order); and the tensor a backward pass starts from: a DTensor's
+    ``full_tensor`` as returned, a plain tensor itself (``None`` for a value)."""
     if type(leaf) is torch.Tensor:
-        return {"kind": "plain tensor", "value": leaf.detach().cpu()}
+        return {"kind": "plain tensor", "value": leaf.detach().cpu()}, leaf
     if leaf is None or isinstance(leaf, (bool, int, float, torch.Size, torch.dtype)):
-        return {"kind": "value", "value": leaf}
+        return {"kind": "value", "value": leaf}, None
     local = adapter.dt_to_local(leaf)
-    return {
+    full = adapter.dt_full_tensor(leaf)
+    report = {
         "kind": "dtensor",
         "describe": adapter.dt_describe(leaf),
         "local_shape": list(local.shape),
         "local_device": local.device.type,
-        "full": adapter.dt_full_tensor(leaf).detach().cpu(),
+        "full": full.detach().cpu(),
     }
+    return report, full
 
 
 def warm(ctx: RankContext) -> None:

@@ -32,6 +32,10 @@ Rules and where they live:
 - DT-OP-12: ``call`` (a plain tensor argument is a value, passed as it is; the replicated way
   brings each DTensor to R on its own mesh, so inputs on two meshes of the same ranks meet)
 - DT-OP-13: ``_into``
+- DT-GRAD-6, DT-GRAD-7: ``call`` (no code of its own: both ways run the op on local tensors
+  that autograd tracks, and every move of data between layouts is an autograd function of the
+  autograd module, so a backward pass runs the single-device backward on the same local
+  tensors and moves each gradient back the way its value came)
 
 A random op (``uniform_``, ``dropout``, ...) goes to ``reference.dtensor.random``
 (spec/dt-random.md): its values are one draw, no function of the inputs' full tensors.

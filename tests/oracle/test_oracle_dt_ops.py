@@ -155,3 +155,26 @@ def test_ops_of_no_class_are_in_the_catalogue_and_have_no_value_rule():
     assert catalogue.value_class("empty_like") is None
     assert "empty_like" in ops
     assert catalogue.value_class("softmax") == "composite"
+
+
+def test_gradient_cases_are_floating_samples_a_backward_pass_runs_through():
+    catalogue.load()
+    assert catalogue.grad_samples("mm", "float32")
+    assert catalogue.grad_samples("mm", "int64") == ()
+    for op in ("argmax", "eq", "ones_like", "heaviside"):  # no gradient to judge
+        assert op not in catalogue.grad_ops()
+    # embedding's max_norm samples renormalise the weight in place: a leaf cannot be written
+    weight_written = [i for i, s in enumerate(catalogue.samples("nn.functional.embedding",
+                                                                "float32"))
+                      if s.kwargs.get("max_norm") is not None]  # fmt: skip
+    assert weight_written
+    assert not set(weight_written) & set(catalogue.grad_samples("nn.functional.embedding",
+                                                                "float32"))  # fmt: skip
+
+
+def test_the_linear_gradient_class_is_named_from_the_core_list():
+    assert set(catalogue.LINEAR_GRADIENT) <= set(catalogue.CORE_OPS)
+    assert catalogue.gradient_class("mm") == "linear"
+    assert catalogue.gradient_class("nn.functional.nll_loss") == "linear"
+    assert catalogue.gradient_class("tanh") is None
+    assert catalogue.gradient_class("softmax") is None

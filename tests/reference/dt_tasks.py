@@ -388,6 +388,32 @@ def grad_examples(ctx: RankContext) -> dict[str, Any]:
     return seen
 
 
+def op_grad_examples(ctx: RankContext) -> dict[str, Any]:
+    """spec/dt-grad.md's examples of DT-GRAD-6 and 7 on a world of 2: which outputs require
+    grad, and the gradients of ``mm`` of a column-sharded and a row-sharded leaf."""
+    from reference.dtensor import ops
+
+    mesh = DeviceMesh("cpu", [0, 1])
+    w = distribute_tensor(torch.ones(4, 3, requires_grad=True), mesh, pl.parse("S(0)"))
+    x = distribute_tensor(torch.ones(2, 3), mesh, pl.parse("R"))
+    values, indices = ops.call(torch.max, w, 1)
+    a = distribute_tensor(torch.arange(6.0).reshape(2, 3).requires_grad_(), mesh, pl.parse("S(1)"))
+    b = distribute_tensor(torch.ones(3, 2, requires_grad=True), mesh, pl.parse("S(0)"))
+    product = ops.call(torch.mm, a, b)
+    torch.autograd.backward([product.full_tensor()], [torch.ones(2, 2)])
+    return {
+        "requires grad": [
+            ops.call(torch.mm, x, ops.call(torch.t, w)).requires_grad,
+            values.requires_grad,
+            indices.requires_grad,
+        ],
+        "product placements": pl.show(product.placements),
+        "a.grad": a.grad.full_tensor(),
+        "b.grad": b.grad.full_tensor(),
+        "grad placements": [pl.show(a.grad.placements), pl.show(b.grad.placements)],
+    }
+
+
 def tour_grad(ctx: RankContext) -> tuple[str, torch.Tensor]:
     """spec/tour.md section 7 on the tour's mesh: ``d.grad``'s placements and local tensor."""
     from reference import tour

@@ -24,3 +24,13 @@ def test_gradients_flow_back_through_the_api_as_the_spec_examples_say(world_pool
         assert seen["nothing requires grad"] == [False, False, False, None]
     parts = sum(seen["from_local in parts"] for seen in ranks)
     assert torch.equal(parts, torch.tensor([1.0, 2.0]))  # P(sum): the parts sum to it
+
+
+@pytest.mark.rules("DT-GRAD-6", "DT-GRAD-7")
+def test_an_ops_gradients_are_the_single_device_ones_as_the_spec_examples_say(world_pool):
+    for seen in world_pool.get(2).run(Case("dt_tasks:op_grad_examples")).values():
+        assert seen["requires grad"] == [True, True, False]
+        assert seen["product placements"] == "[P(sum)]"
+        assert torch.equal(seen["a.grad"], torch.full((2, 3), 2.0))
+        assert torch.equal(seen["b.grad"], torch.tensor([[3.0, 3.0], [5.0, 5.0], [7.0, 7.0]]))
+        assert seen["grad placements"] == ["[S(1)]", "[S(0)]"]

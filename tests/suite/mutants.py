@@ -794,6 +794,26 @@ class ToLocalIgnoresGradPlacements(ReferenceAdapter):
 TO_LOCAL_IGNORES_GRAD_PLACEMENTS = ToLocalIgnoresGradPlacements()
 
 
+class ReplicatedGradientSummed(ReferenceAdapter):
+    """Operators whose always-correct way reads the gradient every rank computes for an input's
+    full tensor as a part of it (``to_local(grad_placements=[P(sum)])``), not as a copy: an
+    input the op replicated gets its gradient once per rank (DT-GRAD-7). Forward values are
+    right."""
+
+    def dt_op(self, fn, args, kwargs):
+        def full(d):
+            replicated = d.redistribute(placements=[dt.Replicate()] * d.device_mesh.ndim)
+            local = replicated.to_local(grad_placements=[dt.Partial()] * d.device_mesh.ndim)
+            out = torch.empty_strided(d.shape, d.stride(), dtype=d.dtype, device=local.device)
+            return out.copy_(local)
+
+        with mock.patch.object(dt_ops, "_full_tensor_with_global_strides", full):
+            return super().dt_op(fn, args, kwargs)
+
+
+REPLICATED_GRADIENT_SUMMED = ReplicatedGradientSummed()
+
+
 class LayoutCrashesTheProcess(ReferenceAdapter):
     """A pure call that kills its process (a segfault in native code, say)."""
 

@@ -423,6 +423,13 @@ MUTANTS = [
         ["the leaf's gradient", '"end": "to_local"', '"P(sum)"'],
     ),
     Mutant(
+        "replicated-gradient-summed",
+        "test_dt_op_grad.py::test_an_ops_gradient_is_the_single_device_gradient[mm]",
+        "mutants:REPLICATED_GRADIENT_SUMMED",
+        "DT-GRAD-7",
+        ["its gradient", '"op": "mm"'],
+    ),
+    Mutant(
         "random-shards-from-the-start",
         "test_dt_random.py",
         "mutants:RANDOM_SHARDS_FROM_THE_START",

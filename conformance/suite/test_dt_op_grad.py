@@ -1,0 +1,169 @@
+"""spec/dt-grad.md on operators (DT-GRAD-6, DT-GRAD-7): a backward pass through every
+differentiable op of the core list, its samples' floating arguments leaves that require grad,
+judged against ``torch.autograd`` on the single-device program."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conformance import edges, judge, symptoms
+from conformance.ops import catalogue
+from conformance.oracle import dt_grad, dt_ops
+from conformance.suite.test_dt_grad import read_gradient
+from conformance.suite.test_dt_ops import judge_op_case, op_case, op_cases
+from conformance.tasks.ops import BACKWARD
+from conformance.vocabulary import Mesh, format_placements
+from conformance.world import Died, Hung, Raised
+from conformance.world.backends import backend_named
+
+__all__ = ["op_case"]  # the fixture, which this module's tests ask for by name
+
+
+@st.composite
+def grad_cases(draw, impl: Any, op: str, world_sizes: list[int]) -> tuple[int, dict[str, Any]]:
+    """A gradient sample of ``op`` laid out as ``op_cases`` draws it, each floating argument a
+    leaf: of ``distribute_tensor`` (not for a partial layout, which it does not make) or of
+    ``from_local``; the outputs the backward pass starts from, and the seed of their
+    gradients."""
+    world_size, case = draw(op_cases(impl, op, world_sizes, "grad"))
+    sample = catalogue.samples(op, case["dtype"])[case["sample"]]
+    starts = []
+    for tensor, texts in zip(sample.tensors(), case["placements"], strict=True):
+        partial = any(text.startswith("P(") for text in texts)
+        kinds = ["from_local"] + ["distribute"] * (not partial)
+        starts.append(draw(st.sampled_from(kinds)) if tensor.is_floating_point() else None)
+    seed = draw(st.integers(0, 2**16))
+    with catalogue.quietly():
+        chosen, grads = dt_grad.op_gradients(catalogue.runner(op, sample), sample.tensors(), seed)
+    case |= {"starts": starts, "backward": chosen, "upstream_seed": seed}
+    _note(op, starts, case["placements"], chosen, grads)
+    return world_size, case
+
+
+def _note(op: str, starts: list, placements: list, chosen: list[int], grads: list) -> None:
+    labels = [f"op grad: a {start} leaf" for start in set(starts) if start]
+    if any(s == "from_local" and any(t.startswith("P(") for t in texts)
+           for s, texts in zip(starts, placements, strict=True)):  # fmt: skip
+        labels.append("op grad: a partial leaf")
+    if any(s and g is None for s, g in zip(starts, grads, strict=True)):
+        labels.append("op grad: a leaf the program gives no gradient")
+    if len(chosen) > 1:
+        labels.append("op grad: several outputs")
+    kind = catalogue.gradient_class(op)
+    labels.append("op grad: its value judged" if kind else "op grad: its layout judged")
+    edges.note(*labels)
+
+
+def run_and_judge(op_case, world_size: int, args: dict[str, Any]) -> None:
+    """Run a gradient case and judge it. On a mesh whose ranks are not ascending, its twin on
+    the ascending mesh of that shape runs first: a wrong gradient that only the other rank
+    order shows breaks DT-MESH-8, not the op's gradient rule."""
+    ascending = args["mesh_ranks"] == sorted(args["mesh_ranks"])
+    if not ascending:
+        twin = {**args, "mesh_ranks": sorted(args["mesh_ranks"])}
+        run_one(op_case, world_size, twin)
+    run_one(op_case, world_size, args, None if ascending else "DT-MESH-8")
+
+
+def run_one(op_case, world_size: int, args: dict[str, Any], blame: str | None = None) -> None:
+    """One gradient case. A rank that hung or died says nothing of where: the same case without
+    its backward pass runs next, and where that returns on every rank, the backward pass hung
+    or died (DT-GRAD-7); where it does not, the forward call did (spec/dt-ops.md)."""
+    result = op_case(world_size, **args)
+    stuck = any(isinstance(o, Hung | Died) for o in result.outcomes)
+    if stuck and op_case(world_size, **{**args, "backward": []}).ok:
+        judge.fail(result.report("the case returns on every rank without its backward pass"),
+                       "DT-GRAD-7", symptoms.of_outcomes(result.outcomes))  # fmt: skip
+    judge_grad_case(result, args, blame)
+
+
+def judge_grad_case(result: Any, args: dict[str, Any], blame: str | None = None) -> None:
+    """The forward call by every rule of spec/dt-ops.md, then DT-GRAD-6 and 7 on the backward
+    pass: each output requires grad as the single-device one does; each leaf's gradient has its
+    layout (DT-GRAD-2, DT-GRAD-4) and, for an op of the linear class, its value within the
+    bound. A backward pass may refuse as the forward may (DT-OP-7): ``NotImplementedError`` on
+    every rank."""
+    backward = [o for o in result.outcomes if isinstance(o, Raised) and
+                (o.facts or {}).get(BACKWARD)]  # fmt: skip
+    if backward:
+        if len(backward) == len(result.outcomes) and all(
+            o.is_a("NotImplementedError") for o in backward
+        ):
+            return
+        judge.fail(result.report("the backward pass raised"), "DT-GRAD-7",
+                   symptoms.of_outcomes(result.outcomes))  # fmt: skip
+    judge_op_case(result, args, blame)
+    if not result.ok:  # an allowed refusal of the forward call, which judge_op_case passed
+        return
+    values = result.values()
+    context = result.replay_command()
+    sample = catalogue.samples(args["op"], args["dtype"])[args["sample"]]
+    sample = sample.with_tensors([t.contiguous() for t in sample.tensors()])
+    run = catalogue.runner(args["op"], sample)
+    with catalogue.quietly():
+        chosen, expected = dt_grad.op_gradients(run, sample.tensors(), args["upstream_seed"])
+        outputs = run(sample.tensors())
+    wanted = [j in chosen if isinstance(y, torch.Tensor) else None for j, y in enumerate(outputs)]
+    for rank, got in enumerate(values):
+        judge.assert_equal(f"rank {rank}: which outputs require grad",
+                           [bool(f) if f is not None else None for f in
+                            got["output_requires_grad"]], wanted, context,
+                           rule="DT-GRAD-6")  # fmt: skip
+    bounds = None
+    if catalogue.gradient_class(args["op"]):
+        with catalogue.quietly():
+            bounds = dt_grad.op_gradient_bound(
+                run, sample.tensors(), chosen, args["upstream_seed"], args["mesh_shape"]
+            )
+    mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
+    device = backend_named(result.backend).device_for
+    tensors = sample.tensors()
+    for i, start in enumerate(args["starts"]):
+        if start is None:
+            continue
+        grads = [got["grads"][i] for got in values]
+        what = f"argument {i} ({start}, {format_placements(args['placements'][i])})"
+        if expected[i] is None:
+            for rank, grad in enumerate(grads):
+                zero = grad is None or not bool(grad["local"].ne(0).any())
+                judge.assert_equal(f"rank {rank}: {what} has no gradient or a zero one",
+                                   zero, True, context, rule="DT-GRAD-7")  # fmt: skip
+            continue
+        rule = blame or "DT-GRAD-7"
+        value, layout = read_gradient(grads, list(tensors[i].shape), args["dtype"], start,
+                                      args["placements"][i], None, mesh, device, context,
+                                      rule, what)  # fmt: skip
+        if bounds is not None and not dt_ops.within(value, expected[i], bounds[i]):
+            judge.assert_tensor_exact(f"{what}: its gradient ({format_placements(layout)})",
+                                      value, expected[i], context, rule=rule)  # fmt: skip
+
+
+@pytest.mark.rules(
+    "DT-GRAD-6", "DT-GRAD-7", "DT-GRAD-2", "DT-GRAD-4", "DT-OP-1", "DT-OP-2", "DT-OP-3",
+    "DT-OP-4", "DT-OP-5", "DT-OP-6", "DT-OP-7", "DT-OP-8", "DT-OP-10", "DT-MESH-8",
+    "DT-REDIST-3", "DT-REDIST-4",
+)  # fmt: skip
+@pytest.mark.volume(1 / 6)
+@pytest.mark.per_op
+@pytest.mark.edges("op grad")
+@given(data=st.data())
+def test_an_ops_gradient_is_the_single_device_gradient(
+    impl, available_world_sizes, op_case, op, data
+):
+    """One test per differentiable op, as for its values: a sample, its floating arguments
+    leaves (``distribute_tensor`` or ``from_local``, partial layouts included), one backward
+    pass from the outputs through ``full_tensor``; each leaf's gradient, read by its layout, is
+    the single-device gradient within DT-GRAD-7's bound (ops of the linear class), and every
+    output requires grad as on one device."""
+    judge.requires(impl, "dtensor", "dtensor_ops", "dtensor_grad")
+    if op in getattr(impl, "unclaimed_ops", ()):
+        judge.requires(impl, f"op:{op}")
+    if not catalogue.known(op) or op not in catalogue.grad_ops():
+        pytest.skip(f"{op}: no sample a backward pass runs through in torch {torch.__version__}")
+    world_size, args = data.draw(grad_cases(impl, op, available_world_sizes))
+    run_and_judge(op_case, world_size, args)
