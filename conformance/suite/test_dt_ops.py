@@ -178,6 +178,31 @@ def _magnitude(op: str, sample: catalogue.Sample) -> torch.Tensor:
     return magnitude
 
 
+def _partial_magnitude(op: str, sample: catalogue.Sample) -> torch.Tensor:
+    """DT-OP-2's ``m`` for an elementwise op whose inputs may be combined part by part:
+    ``Σ_k |∂y/∂x_k|·|x_k|`` over its floating tensors, in float64 (each output element reads one
+    element of each input, so a forward derivative along ``|x_k|`` alone gives that term: for
+    ``sub``, ``|x| + |alpha|·|y|`` where the op on absolute values would subtract)."""
+    tensors = [t.double() if t.is_floating_point() else t for t in sample.tensors()]
+    floating = [i for i, t in enumerate(tensors) if t.is_floating_point()]
+    run = catalogue.runner(op, sample)
+
+    def first_output(*xs: torch.Tensor) -> torch.Tensor:
+        args = list(tensors)
+        for i, x in zip(floating, xs, strict=True):
+            args[i] = x
+        return run(args)[0]
+
+    total = 0
+    for i in floating:
+        tangents = [tensors[j].abs() if j == i else torch.zeros_like(tensors[j]) for j in floating]
+        with catalogue.quietly():
+            _, along = torch.func.jvp(first_output, tuple(tensors[j] for j in floating),
+                                      tuple(tangents))  # fmt: skip
+        total = total + along.abs()
+    return total
+
+
 def _terms(op: str, sample: catalogue.Sample, expected: torch.Tensor) -> int:
     """DT-OP-3's ``n``: the elements each output element sums (``sum``, ``mean``), or the
     longest last dim of the operands plus one for a bias (the matrix products)."""
@@ -187,9 +212,11 @@ def _terms(op: str, sample: catalogue.Sample, expected: torch.Tensor) -> int:
     return max(t.shape[-1] for t in tensors if t.dim()) + 1
 
 
-def _judge_value(op, sample, got, expected, context, blame: str | None) -> None:
+def _judge_value(op, sample, got, expected, context, blame: str | None, parts: int = 1) -> None:
     """DT-OP-1 to 3 and 10 by the op's class; a wrong value is blamed on ``blame`` where
-    given. An op of no class has no value rule (random, uninitialised or unbounded values)."""
+    given. An op of no class has no value rule (random, uninitialised or unbounded values).
+    ``parts``: the most parts a partial input of the call holds, which a linear elementwise op
+    may combine itself (DT-OP-2)."""
     kind = catalogue.value_class(op)
     if kind is None:
         return
@@ -201,6 +228,8 @@ def _judge_value(op, sample, got, expected, context, blame: str | None) -> None:
     free = None
     if kind == "elementwise":
         rule, bound = "DT-OP-2", dt_ops.elementwise_bound(expected)
+        if parts > 1:
+            bound = bound + dt_ops.sums_bound(expected, _partial_magnitude(op, sample), parts)
     elif kind == "composite":
         rule = "DT-OP-10"
         with catalogue.quietly():
@@ -345,7 +374,20 @@ def judge_op_case(result, args: dict[str, Any], blame: str | None = None) -> Non
             judge.assert_equal(f"{what} local device", out["local_device"],
                                device(rank).type, context, rule=rules["layout"])  # fmt: skip
             _judge_value(args["op"], sample, out["full"], want, f"{what}; {context}",
-                         blame or rules["value"])  # fmt: skip
+                         blame or rules["value"], _parts(args))  # fmt: skip
+
+
+def _parts(args: dict[str, Any]) -> int:
+    """The most parts a partial input of a case holds: the size of its ``P(sum)`` or ``P(avg)``
+    mesh dims together (a ``P(max)`` or ``P(min)`` has no parts a linear op may combine)."""
+    homes = args.get("homes") or ["mesh"] * len(args["placements"])
+    sizes = [1]
+    for texts, home in zip(args["placements"], homes, strict=True):
+        shape = args["other_mesh"][0] if home == "other" else args["mesh_shape"]
+        if home != "plain":
+            partial = [k for k, t in zip(shape, texts, strict=True) if t in ("P(sum)", "P(avg)")]
+            sizes.append(math.prod(partial))
+    return max(sizes)
 
 
 @pytest.mark.rules(
