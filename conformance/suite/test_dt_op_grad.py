@@ -77,8 +77,8 @@ def run_one(op_case, world_size: int, args: dict[str, Any], blame: str | None = 
     result = op_case(world_size, **args)
     stuck = any(isinstance(o, Hung | Died) for o in result.outcomes)
     if stuck and op_case(world_size, **{**args, "backward": []}).ok:
-        judge.fail(result.report("the case returns on every rank without its backward pass"),
-                       "DT-GRAD-7", symptoms.of_outcomes(result.outcomes))  # fmt: skip
+        why = "the case returns on every rank without its backward pass"
+        judge.fail(result.report(why), "DT-GRAD-7", symptoms.of_outcomes(result.outcomes))
     judge_grad_case(result, args, blame)
 
 
