@@ -193,7 +193,7 @@ def _partial_magnitude(op: str, sample: catalogue.Sample) -> torch.Tensor:
             args[i] = x
         return run(args)[0]
 
-    total = 0
+    total = torch.zeros((), dtype=torch.float64)  # no floating input: nothing to combine
     for i in floating:
         tangents = [tensors[j].abs() if j == i else torch.zeros_like(tensors[j]) for j in floating]
         with catalogue.quietly():
