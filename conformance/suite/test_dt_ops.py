@@ -31,11 +31,6 @@ from conformance.world.harness import HarnessError
 CORE = list(catalogue.CORE_OPS)
 
 
-# The largest finite value of each floating dtype a case draws.
-_LARGEST = {d: torch.finfo(d).max for d in (torch.float16, torch.bfloat16, torch.float32,
-                                           torch.float64)}  # fmt: skip
-
-
 @st.composite
 def input_placements(draw, impl: Any, mesh_shape: list[int], tensor: torch.Tensor) -> list[str]:
     """One placement per mesh dim for an input, its kind drawn first (shards twice as often as
@@ -52,7 +47,7 @@ def input_placements(draw, impl: Any, mesh_shape: list[int], tensor: torch.Tenso
         n = math.prod(mesh_shape)
         if (
             torch.where(tensor.isfinite(), tensor.double().abs() * n, 0)
-            .le(_LARGEST[tensor.dtype])
+            .le(torch.finfo(tensor.dtype).max)
             .all()
         ):
             ops.append("avg")
