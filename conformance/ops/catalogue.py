@@ -268,7 +268,8 @@ def grad_samples(op: str, dtype: str) -> tuple[int, ...]:
     from an output that requires grad, with every floating argument a leaf that requires grad
     (``oracle.dt_grad.op_gradients``), and whose Jacobian (``op_gradient_bound``) has at most
     ``JACOBIAN_ELEMENTS`` elements. A sample the op writes (``embedding`` with ``max_norm``)
-    is not one: a leaf that requires grad cannot be written in place."""
+    is not one: a leaf that requires grad cannot be written in place; nor is one whose
+    gradient is sparse (``embedding`` with ``sparse=True``): DTensor shards dense tensors."""
     if dtype not in ("float32", "float64"):
         return ()
     kept = []
@@ -285,7 +286,8 @@ def grad_samples(op: str, dtype: str) -> tuple[int, ...]:
                 chosen, grads = op_gradients(runner(op, sample), tensors, 0)
             except Exception:  # whichever it raises, the op has no gradient here
                 continue
-        if chosen and any(g is not None for g in grads):
+        dense = all(g is None or g.layout == torch.strided for g in grads)
+        if chosen and dense and any(g is not None for g in grads):
             kept.append(i)
     return tuple(kept)
 

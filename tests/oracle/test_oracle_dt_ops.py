@@ -168,6 +168,11 @@ def test_gradient_cases_are_floating_samples_a_backward_pass_runs_through():
                                                                 "float32"))
                       if s.kwargs.get("max_norm") is not None]  # fmt: skip
     assert weight_written
+    # sparse=True makes the weight's gradient sparse, which no DTensor layout holds
+    sparse = [i for i, s in enumerate(catalogue.samples("nn.functional.embedding", "float32"))
+              if s.kwargs.get("sparse")]  # fmt: skip
+    assert sparse
+    assert not set(sparse) & set(catalogue.grad_samples("nn.functional.embedding", "float32"))
     assert not set(weight_written) & set(catalogue.grad_samples("nn.functional.embedding",
                                                                 "float32"))  # fmt: skip
 
