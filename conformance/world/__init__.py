@@ -1,6 +1,6 @@
 """Rank worlds: persistent process groups that run cases sent by a driver and report outcomes."""
 
-from conformance.world.local import LocalWorld, WorldStartError
+from conformance.world.local import LocalWorld, WorldStartError, one_world
 from conformance.world.pool import World, WorldPool
 from conformance.world.protocol import (
     Case,
@@ -28,4 +28,5 @@ __all__ = [
     "World",
     "WorldPool",
     "WorldStartError",
+    "one_world",
 ]

@@ -49,6 +49,14 @@ def cpu_sample(pid: int) -> tuple[int, bool] | None:
     return ticks, busy
 
 
+def thread_count(pid: int) -> int | None:
+    """How many threads ``pid`` holds, or ``None`` where ``/proc`` cannot say."""
+    try:
+        return sum(1 for _ in Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return None
+
+
 class SleepWatch:
     """Samples processes over time and says which have slept through the last ``window_s``."""
 

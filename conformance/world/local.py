@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from conformance.world import costs, harness, step
 from conformance.world.backends import Backend, backend_named, default_start_method
 from conformance.world.costs import COSTS
 from conformance.world.harness import HarnessError
-from conformance.world.idle import SleepWatch
+from conformance.world.idle import SleepWatch, thread_count
 from conformance.world.ledger import LEDGER
 from conformance.world.protocol import Case, CaseResult, Died, Hung, Outcome, Returned
 from conformance.world.rank import (
@@ -49,6 +50,28 @@ _SAMPLE_EVERY_S = 0.1
 # A case whose ranks neither sleep nor compute (starved of cores, or stopped) ends after this
 # many case timeouts of wall time.
 WALL_FACTOR = 10
+# A world whose ranks hold more threads than this is replaced before its next case. Each process
+# group holds threads (a Gloo group: an event loop and two workers) that wake now and then even
+# when idle; an implementation makes groups for every mesh a case builds (PyTorch's DeviceMesh
+# does), and over a run a persistent world gathers hundreds, whose wake-ups took most of a
+# 2-core machine's time (load 90, three quarters of it in the kernel). A world start costs tens
+# of milliseconds forked, so recycling one every few dozen cases costs less than its idle groups.
+MAX_RANK_THREADS = 96
+_one_world = 0  # > 0 while cases must run on the world the first of them ran on (one_world)
+
+
+@contextlib.contextmanager
+def one_world() -> Iterator[None]:
+    """The cases run inside this block on the same processes, never on a world replaced for its
+    threads in between: a test that compares a case with one run after it on the same world (an
+    op's result after other ops, DT-OP-9) needs them. A fault still replaces the world, as
+    ever."""
+    global _one_world
+    _one_world += 1
+    try:
+        yield
+    finally:
+        _one_world -= 1
 
 
 class WorldStartError(HarnessError, RuntimeError):
@@ -284,6 +307,9 @@ class LocalWorld:
         forked, seconds spawned on NCCL. A sandbox that raised is kept: it has no process group
         to put out of step, and a pure check refuses half its inputs.
         """
+        if self.process_group and not _one_world and self._crowded():
+            COSTS.replaced[costs.CROWDED] += 1
+            self._kill()
         self.start()
         # A sandbox runs a pure call: no world size to report, no process group that a failed
         # case could leave out of step (its faults replace it below).
@@ -310,6 +336,10 @@ class LocalWorld:
         if result.faulted or (self.process_group and not result.ok and not self._in_step()):
             self._kill()
         return harness.check(result)
+
+    def _crowded(self) -> bool:
+        counts = [thread_count(pid) for pid in self.pids()]
+        return any(n is not None and n > MAX_RANK_THREADS for n in counts)
 
     def retire_unless_in_step(self) -> None:
         """After a case the judge failed: keep the world only if its groups are in step."""

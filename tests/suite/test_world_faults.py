@@ -24,7 +24,7 @@ from conformance.world import (
 )
 from conformance.world.costs import COSTS
 from conformance.world.harness import HarnessError
-from conformance.world.local import WALL_FACTOR
+from conformance.world.local import MAX_RANK_THREADS, WALL_FACTOR, one_world
 
 TIMEOUT_S = 4.0
 GRACE_S = 2.0
@@ -274,6 +274,23 @@ def test_ranks_of_a_local_world_compute_on_one_thread_each_unless_omp_num_thread
     for size in (1, 2):
         with LocalWorld(size) as world:
             assert world.run(Case("world_tasks:threads")).values() == [named] * size
+
+
+def test_a_world_whose_ranks_hold_too_many_threads_is_replaced_between_cases_not_within_one_world():
+    """Idle process groups' threads still wake and, hundreds of them, starve a small machine: a
+    crowded world is replaced before its next case, except inside ``one_world``, whose cases
+    must share processes."""
+    crowd = MAX_RANK_THREADS + 1
+    with LocalWorld(2) as world:
+        first = world.run(Case("world_tasks:idle_threads", {"count": crowd})).values()
+        replaced_before = COSTS.replaced[costs.CROWDED]
+        with one_world():
+            again = world.run(Case("world_tasks:idle_threads", {"count": 0})).values()
+        assert again == first
+        after = world.run(Case("world_tasks:idle_threads", {"count": 0})).values()
+        assert set(after).isdisjoint(first)
+        assert COSTS.replaced[costs.CROWDED] == replaced_before + 1
+        assert world.run(Case("world_tasks:idle_threads", {"count": 0})).values() == after
 
 
 def test_ranks_started_while_the_driver_is_traced_run_untraced():

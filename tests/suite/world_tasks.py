@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 import time
 
 import torch
@@ -192,6 +193,14 @@ def has_process_group(ctx: RankContext) -> bool:
 def process_groups(ctx: RankContext) -> int:
     """How many process groups this rank has made so far (the world's own included)."""
     return len(dist.distributed_c10d._world.pg_map)
+
+
+def idle_threads(ctx: RankContext, count: int) -> int:
+    """Start ``count`` threads that wait for ever, as a process group's idle workers do; return
+    this rank's process id."""
+    for _ in range(count):
+        threading.Thread(target=threading.Event().wait, daemon=True).start()
+    return os.getpid()
 
 
 def threads(ctx: RankContext) -> int:
