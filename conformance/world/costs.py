@@ -16,7 +16,7 @@ from typing import Any
 # Why a world was replaced.
 FAULT = "a rank hung or died"
 OUT_OF_STEP = "its groups were out of step after a raise or a failed case"
-CROWDED = "a rank held too many threads (conformance.world.local.MAX_RANK_THREADS)"
+CROWDED = "a rank gathered too many threads (conformance.world.local.MAX_NEW_RANK_THREADS)"
 
 
 @dataclasses.dataclass

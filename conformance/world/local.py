@@ -50,13 +50,14 @@ _SAMPLE_EVERY_S = 0.1
 # A case whose ranks neither sleep nor compute (starved of cores, or stopped) ends after this
 # many case timeouts of wall time.
 WALL_FACTOR = 10
-# A world whose ranks hold more threads than this is replaced before its next case. Each process
-# group holds threads (a Gloo group: an event loop and two workers) that wake now and then even
-# when idle; an implementation makes groups for every mesh a case builds (PyTorch's DeviceMesh
-# does), and over a run a persistent world gathers hundreds, whose wake-ups took most of a
-# 2-core machine's time (load 90, three quarters of it in the kernel). A world start costs tens
-# of milliseconds forked, so recycling one every few dozen cases costs less than its idle groups.
-MAX_RANK_THREADS = 96
+# A world whose ranks hold this many threads more than when it started is replaced before its
+# next case. Each process group holds threads (a Gloo group: an event loop and two workers; an
+# NCCL one: its watchdogs) that wake now and then even when idle; an implementation makes groups
+# for every mesh a case builds (PyTorch's DeviceMesh does), and over a run a persistent world
+# gathers hundreds, whose wake-ups took most of a 2-core machine's time (load 90, three quarters
+# of it in the kernel). A forked world starts in tens of milliseconds, so recycling one every few
+# dozen cases costs far less than its idle groups.
+MAX_NEW_RANK_THREADS = 90
 _one_world = 0  # > 0 while cases must run on the world the first of them ran on (one_world)
 
 
@@ -200,6 +201,7 @@ class LocalWorld:
         self._conns: list[Connection] = []
         self._logs: list[Path] = []
         self._dir: Path | None = None
+        self._threads_at_start: list[int | None] = []
         self._seq = 0
 
     # -- life cycle ---------------------------------------------------------------------------
@@ -244,6 +246,7 @@ class LocalWorld:
             self._conns.append(parent_end)
             self._logs.append(log)
         self._await_ready()
+        self._threads_at_start = [thread_count(pid) for pid in self.pids()]
         if self.process_group:
             COSTS.started(time.monotonic() - began)
 
@@ -281,6 +284,7 @@ class LocalWorld:
         for conn in self._conns:
             conn.close()
         self._procs, self._conns, self._logs = [], [], []
+        self._threads_at_start = []
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
@@ -338,8 +342,12 @@ class LocalWorld:
         return harness.check(result)
 
     def _crowded(self) -> bool:
-        counts = [thread_count(pid) for pid in self.pids()]
-        return any(n is not None and n > MAX_RANK_THREADS for n in counts)
+        """Whether a rank holds ``MAX_NEW_RANK_THREADS`` more threads than when it started."""
+        for pid, started in zip(self.pids(), self._threads_at_start, strict=True):
+            now = thread_count(pid)
+            if now is not None and started is not None and now - started > MAX_NEW_RANK_THREADS:
+                return True
+        return False
 
     def retire_unless_in_step(self) -> None:
         """After a case the judge failed: keep the world only if its groups are in step."""

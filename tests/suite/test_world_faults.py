@@ -24,7 +24,7 @@ from conformance.world import (
 )
 from conformance.world.costs import COSTS
 from conformance.world.harness import HarnessError
-from conformance.world.local import MAX_RANK_THREADS, WALL_FACTOR, one_world
+from conformance.world.local import MAX_NEW_RANK_THREADS, WALL_FACTOR, one_world
 
 TIMEOUT_S = 4.0
 GRACE_S = 2.0
@@ -280,7 +280,7 @@ def test_a_world_whose_ranks_hold_too_many_threads_is_replaced_between_cases_not
     """Idle process groups' threads still wake and, hundreds of them, starve a small machine: a
     crowded world is replaced before its next case, except inside ``one_world``, whose cases
     must share processes."""
-    crowd = MAX_RANK_THREADS + 1
+    crowd = MAX_NEW_RANK_THREADS + 1
     with LocalWorld(2) as world:
         first = world.run(Case("world_tasks:idle_threads", {"count": crowd})).values()
         replaced_before = COSTS.replaced[costs.CROWDED]
