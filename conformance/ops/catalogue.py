@@ -24,6 +24,7 @@ from torch.utils import _pytree as pytree
 from conformance import profiles
 from conformance.oracle.dt_grad import op_gradients
 from conformance.oracle.dt_ops import exact
+from conformance.oracle.grad_coefficients import COEFFICIENTS
 
 # DT-OP-1: only moves, selects or compares values, or rounds each one alone.
 EXACT = (
@@ -242,8 +243,23 @@ def call_out(op: str, sample: Sample) -> torch.Tensor:
 
 def gradient_class(op: str) -> str | None:
     """``"linear"`` for an op of ``LINEAR_GRADIENT``, whose gradient's value DT-GRAD-7 bounds;
-    ``None`` for the others, whose gradients are judged on their layout alone."""
-    return "linear" if op in LINEAR_GRADIENT else None
+    ``"kernel"`` for an elementwise op whose derivative's own error DT-GRAD-8 bounds
+    (``oracle.grad_coefficients``); ``None`` for the others, whose gradients are judged on
+    their layout alone."""
+    if op in LINEAR_GRADIENT:
+        return "linear"
+    return "kernel" if op in COEFFICIENTS else None
+
+
+def gradient_magnitudes(
+    op: str, sample: Sample
+) -> Callable[[list[torch.Tensor], torch.Tensor], list[torch.Tensor]] | None:
+    """DT-GRAD-8's magnitudes of the op's derivative on this sample, or ``None`` for an op
+    outside that class."""
+    entry = COEFFICIENTS.get(op) if op not in LINEAR_GRADIENT else None
+    if entry is None:
+        return None
+    return lambda xs, y: entry(xs, y, sample.kwargs)
 
 
 def runner(op: str, sample: Sample) -> Callable[[list[torch.Tensor]], list[Any]]:

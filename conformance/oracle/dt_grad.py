@@ -12,6 +12,10 @@ from conformance.oracle.tensors import make_global
 from conformance.oracle.tolerance import partition_tolerance
 from conformance.vocabulary import Partial, Placement, Replicate
 
+# DT-GRAD-8: two correct evaluations of an elementwise derivative differ by at most this many
+# units of roundoff times its magnitude M (spec/dt-grad.md says why).
+KERNEL_ERROR_ULPS = 128
+
 
 def gradient_placements(placements: Sequence[Placement]) -> tuple[Placement, ...]:
     """DT-GRAD-2: the layout of the gradient of a DTensor laid out by ``placements``: every
@@ -98,11 +102,15 @@ def op_gradient_bound(
     chosen: Sequence[int],
     upstream_seed: int,
     mesh_shape: Sequence[int],
+    magnitudes: Callable[[list[torch.Tensor], torch.Tensor], list[torch.Tensor]] | None = None,
 ) -> list[torch.Tensor | None]:
     """DT-GRAD-7's bound on each floating argument's gradient: ``4·γ(n·N + d + 4)·m`` per
     element, ``m = Σ |c|·|h|`` over its terms (the op's Jacobian ``J`` at the inputs, from
     autograd, with the upstream gradients ``h``, in float64), ``n`` the number of its nonzero
-    terms, ``N`` and ``d`` the mesh's size and number of dims.
+    terms, ``N`` and ``d`` the mesh's size and number of dims. With ``magnitudes`` (an
+    elementwise op of DT-GRAD-8, ``grad_coefficients``: its floating arguments and result, in
+    float64 and broadcast to the result's shape, to ``M`` per argument), each element adds
+    ``128·u·Σ |h|·M`` over the result's elements it reaches, for the derivative's own error.
 
     Each term ``c·h`` is computed with at most four roundings (three in ``c``, one in the
     product), and a partition into ``P(sum)`` may split it into ``N`` pieces, each rounded once
@@ -146,4 +154,11 @@ def op_gradient_bound(
         u = torch.finfo(tensors[i].dtype).eps / 2
         # an infinite coefficient times a zero gradient: an element no bound constrains
         bounds[i] = (4 * terms * u / (1 - terms * u) * m).nan_to_num(nan=math.inf)
+    if magnitudes is not None:
+        (y,) = ys  # the ops of DT-GRAD-8 have one result
+        xs = [tensors[i].double().broadcast_to(y.shape) for i in floating]
+        for i, big in zip(floating, magnitudes(xs, y.detach().double()), strict=True):
+            u = torch.finfo(tensors[i].dtype).eps / 2
+            own = (KERNEL_ERROR_ULPS * u * h[0] * big).nan_to_num(nan=math.inf)
+            bounds[i] = bounds[i] + own.sum_to_size(tensors[i].shape)
     return bounds

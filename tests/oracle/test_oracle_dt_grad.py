@@ -1,15 +1,18 @@
-"""The oracle of DT-GRAD-6 and 7: the single-device gradient of an op, and the bound within which
-every evaluation order of a linear backward lies."""
+"""The oracle of DT-GRAD-6 to 8: the single-device gradient of an op, and the bounds within which
+every evaluation order of a linear backward, and every evaluation of a kernel's derivative, lies."""
 
 from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conformance.ops import catalogue
 from conformance.oracle import dt_grad, dt_ops
+from conformance.oracle.grad_coefficients import COEFFICIENTS
 
 
 def mm(tensors):
@@ -111,3 +114,43 @@ def test_inputs_without_elements_have_an_empty_bound():
     run = lambda ts: [ts[0].sum(0)]  # noqa: E731
     (bound,) = dt_grad.op_gradient_bound(run, [x], [0], 0, [2])
     assert bound.shape == (0, 3)
+
+
+def _float64_gradients(op, sample, chosen, seed):
+    """The op's gradients computed in float64 from the same inputs and upstream gradients."""
+    wide = sample.with_tensors(
+        [t.double() if t.is_floating_point() else t for t in sample.tensors()]
+    )
+    leaves = [t.detach().clone().requires_grad_(t.is_floating_point()) for t in wide.tensors()]
+    outputs = catalogue.runner(op, wide)(leaves)
+    ys = [outputs[j] for j in chosen]
+    hs = [h.double() for h in dt_grad.upstream([y.float() for y in ys], seed)]
+    torch.autograd.backward(ys, hs)
+    return [t.grad for t in leaves]
+
+
+@pytest.mark.parametrize("op", sorted(COEFFICIENTS))
+def test_a_kernel_derivatives_float32_gradient_is_well_within_dt_grad_8s_bound(op):
+    """Each evaluation may use half the bound (two are compared); on OpInfo's samples one
+    device's float32 gradient stays within a tenth of that half of the float64 gradient, and
+    the bound stays below the gradient's size almost everywhere (a gradient off by a whole
+    term breaks it)."""
+    judged = below = 0
+    for index in catalogue.grad_samples(op, "float32"):
+        sample = catalogue.samples(op, "float32")[index]
+        run = catalogue.runner(op, sample)
+        with catalogue.quietly():
+            chosen, grads = dt_grad.op_gradients(run, sample.tensors(), 7)
+            magnitudes = catalogue.gradient_magnitudes(op, sample)
+            bounds = dt_grad.op_gradient_bound(run, sample.tensors(), chosen, 7, [2, 2], magnitudes)
+            wide = _float64_gradients(op, sample, chosen, 7)
+        for got, exact, bound in zip(grads, wide, bounds, strict=True):
+            if got is None:
+                continue
+            finite = exact.isfinite() & bound.isfinite()
+            off = (got.double() - exact).abs()[finite]
+            assert bool((off <= bound[finite] / 20).all()), (index, (off / bound[finite]).max())
+            judged += int(finite.sum())
+            below += int((bound[finite] < got.double().abs()[finite]).sum())
+    assert judged
+    assert below >= 0.7 * judged, (judged, below)
