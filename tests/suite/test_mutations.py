@@ -430,6 +430,13 @@ MUTANTS = [
         ["its gradient", '"op": "mm"'],
     ),
     Mutant(
+        "tanh-derivative-coarse",
+        "test_dt_op_grad.py::test_an_ops_gradient_is_the_single_device_gradient[tanh]",
+        "mutants:TANH_DERIVATIVE_COARSE",
+        "DT-GRAD-8",
+        ["its gradient", '"op": "tanh"'],
+    ),
+    Mutant(
         "random-shards-from-the-start",
         "test_dt_random.py",
         "mutants:RANDOM_SHARDS_FROM_THE_START",
