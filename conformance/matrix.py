@@ -6,7 +6,8 @@ Input is the ``rules.json`` of each run (``conformance run --report-dir``): its 
 implementation and release, its tables the verdicts per rule and per op. ``tox -e
 torch2.11,torch2.12,...`` writes them under ``matrix-results/``; ``python -m conformance matrix
 matrix-results`` renders the page. Several runs of one implementation and release (the suite run
-in parts, say operators apart) count as one: each cell takes the worst of their verdicts.
+in parts, say operators apart) count as one: each cell combines their verdicts as it combines
+those of the tests behind it (``report.in_a_cell``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from conformance import rules as spec_rules
 from conformance.known_failures import release_key
-from conformance.report import SEVERITY, worst
+from conformance.report import SEVERITY, in_a_cell, worst
 
 Table = dict[str, dict[str, str]]  # row (a rule, an op) -> world-size column -> verdict
 
@@ -73,11 +74,12 @@ def load_runs(folder: Path) -> list[Run]:
 
 
 def _merged(a: Table, b: Table) -> Table:
-    """Two runs' tables as one: each (row, column) cell the worse of the two verdicts."""
+    """Two runs' tables as one: each (row, column) cell combined as the tests behind one cell
+    are (``report.in_a_cell``)."""
     rows = {}
     for row in a.keys() | b.keys():
         columns = a.get(row, {}).keys() | b.get(row, {}).keys()
-        rows[row] = {c: worst([a.get(row, {}).get(c, ""), b.get(row, {}).get(c, "")])
+        rows[row] = {c: in_a_cell([a.get(row, {}).get(c, ""), b.get(row, {}).get(c, "")])
                      for c in columns}  # fmt: skip
     return rows
 

@@ -12,9 +12,13 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-# A cell shows the worst verdict among the tests behind it, in this order. "blocked": a test
-# citing the rule stopped on another rule's failure, so this rule was not checked to the end.
+# A row's verdict is the worst of its cells, in this order. "blocked": no test checked the rule to
+# the end there, each stopped on another rule's failure.
 SEVERITY = ["error", "fail", "xpass", "xfail", "blocked", "pass", "not claimed", "skip"]
+# A cell shows the worst verdict among the tests behind it, except that a test that checked the
+# rule to the end outranks one that was stopped before it ("blocked"): one op's test stopped by a
+# known failure of that op does not hide a rule that every other op's test judged.
+IN_A_CELL = ["error", "fail", "xpass", "xfail", "pass", "blocked", "not claimed", "skip"]
 NOT_CLAIMED = "not claimed"
 BLOCKED = "blocked"
 ERROR = "error"  # the harness or the environment failed: no verdict (conformance.world.harness)
@@ -31,9 +35,7 @@ class RuleTable:
     def add(self, rules: list[str], size: str, verdict: str) -> None:
         self.sizes.add(size)
         for rule in rules:
-            current = self.cells[rule].get(size)
-            if current is None or SEVERITY.index(verdict) < SEVERITY.index(current):
-                self.cells[rule][size] = verdict
+            self.cells[rule][size] = in_a_cell([self.cells[rule].get(size, ""), verdict])
 
     def columns(self) -> list[str]:
         return sorted(self.sizes, key=lambda s: (not s.isdigit(), int(s) if s.isdigit() else 0, s))
@@ -64,6 +66,12 @@ def worst(verdicts: Iterable[str]) -> str:
     """The most severe of ``verdicts`` (``SEVERITY``); empty cells do not count."""
     present = [v for v in verdicts if v]
     return min(present, key=SEVERITY.index) if present else ""
+
+
+def in_a_cell(verdicts: Iterable[str]) -> str:
+    """The verdict of one cell from those of the tests (or runs) behind it (``IN_A_CELL``)."""
+    present = [v for v in verdicts if v]
+    return min(present, key=IN_A_CELL.index) if present else ""
 
 
 def verdict_of(outcome: str, wasxfail: bool, skip_reason: str) -> str:

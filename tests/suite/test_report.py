@@ -191,3 +191,20 @@ def test_json_carries_the_per_op_table_beside_the_rules():
     data = json.loads(render_json(sample(), ORDER, ops=ops_sample()))
     assert data["ops"]["view"] == {"ws2": "xfail", "ws3": "fail", "any": ""}
     assert "ops" not in json.loads(render_json(sample(), ORDER))
+
+
+def test_a_test_that_checked_a_rule_outranks_one_stopped_before_it_within_a_cell():
+    """One op's test stopped by that op's known failure does not hide a rule every other op's
+    test judged; across world sizes, a size where no test reached the rule still shows."""
+    table = RuleTable()
+    table.add(["DT-OP-2"], "2", "blocked")
+    table.add(["DT-OP-2"], "2", "pass")
+    table.add(["DT-OP-2"], "3", "blocked")
+    table.add(["DT-OP-2"], "3", "xfail")
+    table.add(["DT-OP-4"], "2", "blocked")
+    assert dict(table.cells) == {
+        "DT-OP-2": {"2": "pass", "3": "xfail"},
+        "DT-OP-4": {"2": "blocked"},
+    }
+    table.add(["DT-OP-4"], "3", "pass")
+    assert table.counts() == {"xfail": 1, "blocked": 1}
