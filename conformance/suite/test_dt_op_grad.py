@@ -83,7 +83,7 @@ def run_one(op_case, world_size: int, args: dict[str, Any], blame: str | None = 
 
 
 def judge_grad_case(result: Any, args: dict[str, Any], blame: str | None = None) -> None:
-    """The forward call by every rule of spec/dt-ops.md, then DT-GRAD-6 and 7 on the backward
+    """The forward call by every rule of spec/dt-ops.md, then DT-GRAD-6 to 8 on the backward
     pass: each output requires grad as the single-device one does; each leaf's gradient has its
     layout (DT-GRAD-2, DT-GRAD-4) and, for an op of the linear class or an elementwise one
     (DT-GRAD-8), its value within the bound. A backward pass may refuse as the forward may

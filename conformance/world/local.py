@@ -309,7 +309,9 @@ class LocalWorld:
         a raise it is replaced only if its groups are out of step (``conformance.world.step``):
         refusing bad input is a third of the cases, and a world start costs tens of milliseconds
         forked, seconds spawned on NCCL. A sandbox that raised is kept: it has no process group
-        to put out of step, and a pure check refuses half its inputs.
+        to put out of step, and a pure check refuses half its inputs. Before the case, a world
+        whose ranks have gathered ``MAX_NEW_RANK_THREADS`` threads is replaced, except inside
+        ``one_world``.
         """
         if self.process_group and not _one_world and self._crowded():
             COSTS.replaced[costs.CROWDED] += 1
