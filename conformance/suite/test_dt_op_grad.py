@@ -1,4 +1,4 @@
-"""spec/dt-grad.md on operators (DT-GRAD-6, DT-GRAD-7): a backward pass through every
+"""spec/dt-grad.md on operators (DT-GRAD-6 to DT-GRAD-8): a backward pass through every
 differentiable op of the core list, its samples' floating arguments leaves that require grad,
 judged against ``torch.autograd`` on the single-device program."""
 
