@@ -25,6 +25,7 @@ from conformance import profiles
 from conformance.oracle.dt_grad import op_gradients
 from conformance.oracle.dt_ops import exact
 from conformance.oracle.grad_coefficients import COEFFICIENTS
+from conformance.oracle.grad_composite import BOUNDS as COMPOSITE_GRADIENTS
 
 # DT-OP-1: only moves, selects or compares values, or rounds each one alone.
 EXACT = (
@@ -244,10 +245,13 @@ def call_out(op: str, sample: Sample) -> torch.Tensor:
 def gradient_class(op: str) -> str | None:
     """``"linear"`` for an op of ``LINEAR_GRADIENT``, whose gradient's value DT-GRAD-7 bounds;
     ``"kernel"`` for an elementwise op whose derivative's own error DT-GRAD-8 bounds
-    (``oracle.grad_coefficients``); ``None`` for the others, whose gradients are judged on
-    their layout alone."""
+    (``oracle.grad_coefficients``); ``"composite"`` for ``softmax`` and ``log_softmax``, whose
+    gradients DT-GRAD-9 bounds (``oracle.grad_composite``); ``None`` for the others, whose
+    gradients are judged on their layout alone."""
     if op in LINEAR_GRADIENT:
         return "linear"
+    if op in COMPOSITE_GRADIENTS:
+        return "composite"
     return "kernel" if op in COEFFICIENTS else None
 
 

@@ -1,4 +1,4 @@
-"""spec/dt-grad.md on operators (DT-GRAD-6 to DT-GRAD-8): a backward pass through every
+"""spec/dt-grad.md on operators (DT-GRAD-6 to DT-GRAD-9): a backward pass through every
 differentiable op of the core list, its samples' floating arguments leaves that require grad,
 judged against ``torch.autograd`` on the single-device program."""
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from conformance import edges, judge, symptoms
 from conformance.ops import catalogue
-from conformance.oracle import dt_grad, dt_ops
+from conformance.oracle import dt_grad, dt_ops, grad_composite
 from conformance.suite.test_dt_grad import read_gradient
 from conformance.suite.test_dt_ops import judge_op_case, op_case, op_cases
 from conformance.tasks.ops import BACKWARD
@@ -83,11 +83,11 @@ def run_one(op_case, world_size: int, args: dict[str, Any], blame: str | None = 
 
 
 def judge_grad_case(result: Any, args: dict[str, Any], blame: str | None = None) -> None:
-    """The forward call by every rule of spec/dt-ops.md, then DT-GRAD-6 to 8 on the backward
+    """The forward call by every rule of spec/dt-ops.md, then DT-GRAD-6 to 9 on the backward
     pass: each output requires grad as the single-device one does; each leaf's gradient has its
-    layout (DT-GRAD-2, DT-GRAD-4) and, for an op of the linear class or an elementwise one
-    (DT-GRAD-8), its value within the bound. A backward pass may refuse as the forward may
-    (DT-OP-7): ``NotImplementedError`` on every rank."""
+    layout (DT-GRAD-2, DT-GRAD-4) and, for an op of the linear class, an elementwise one
+    (DT-GRAD-8) or a softmax (DT-GRAD-9), its value within the bound. A backward pass may
+    refuse as the forward may (DT-OP-7): ``NotImplementedError`` on every rank."""
     backward = [o for o in result.outcomes if isinstance(o, Raised) and
                 (o.facts or {}).get(BACKWARD)]  # fmt: skip
     if backward:
@@ -115,7 +115,13 @@ def judge_grad_case(result: Any, args: dict[str, Any], blame: str | None = None)
                             got["output_requires_grad"]], wanted, context,
                            rule="DT-GRAD-6")  # fmt: skip
     bounds = None
-    if catalogue.gradient_class(args["op"]):
+    kind = catalogue.gradient_class(args["op"])
+    if kind == "composite":
+        with catalogue.quietly():
+            (h,) = dt_grad.upstream([outputs[0]], args["upstream_seed"])
+        bound = grad_composite.BOUNDS[args["op"]](sample.args, sample.kwargs, outputs[0], h)
+        bounds = [bound] + [None] * (len(sample.tensors()) - 1)
+    elif kind:
         with catalogue.quietly():
             bounds = dt_grad.op_gradient_bound(
                 run, sample.tensors(), chosen, args["upstream_seed"], args["mesh_shape"],
@@ -140,16 +146,16 @@ def judge_grad_case(result: Any, args: dict[str, Any], blame: str | None = None)
                                       args["placements"][i], None, mesh, device, context,
                                       rule, what)  # fmt: skip
         if bounds is not None and not dt_ops.within(value, expected[i], bounds[i]):
-            kernel = blame is None and catalogue.gradient_class(args["op"]) == "kernel"
+            own = {"kernel": "DT-GRAD-8", "composite": "DT-GRAD-9"}.get(kind)
             judge.assert_tensor_exact(f"{what}: its gradient ({format_placements(layout)})",
                                       value, expected[i], context,
-                                      rule="DT-GRAD-8" if kernel else rule)  # fmt: skip
+                                      rule=own if own and blame is None else rule)  # fmt: skip
 
 
 @pytest.mark.rules(
-    "DT-GRAD-6", "DT-GRAD-7", "DT-GRAD-8", "DT-GRAD-2", "DT-GRAD-4", "DT-OP-1", "DT-OP-2",
-    "DT-OP-3", "DT-OP-4", "DT-OP-5", "DT-OP-6", "DT-OP-7", "DT-OP-8", "DT-OP-10", "DT-MESH-8",
-    "DT-REDIST-3", "DT-REDIST-4",
+    "DT-GRAD-6", "DT-GRAD-7", "DT-GRAD-8", "DT-GRAD-9", "DT-GRAD-2", "DT-GRAD-4", "DT-OP-1",
+    "DT-OP-2", "DT-OP-3", "DT-OP-4", "DT-OP-5", "DT-OP-6", "DT-OP-7", "DT-OP-8", "DT-OP-10",
+    "DT-MESH-8", "DT-REDIST-3", "DT-REDIST-4",
 )  # fmt: skip
 @pytest.mark.volume(1 / 6)
 @pytest.mark.per_op

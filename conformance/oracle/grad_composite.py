@@ -1,0 +1,68 @@
+"""DT-GRAD-9: how far the gradients of ``softmax`` and ``log_softmax`` may round, from the
+single-device input ``x``, result ``y`` and upstream gradient ``h``, in float64.
+
+Both backward passes reduce along the softmax dim and read the forward result, which itself
+rounds within DT-OP-10's bound ``δ`` (``composite_bounds``): ``softmax``'s gradient is
+``y·(h − Σ h·y)``, ``log_softmax``'s is ``h − exp(y)·Σ h``. Each bound below is twice the error
+of one evaluation (two are compared), the sums taken in any order over ``n`` terms plus two
+roundings for partial sums combined across shards (``γ(n + 2)``, as DT-OP-3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from conformance.oracle import composite_bounds
+from conformance.oracle.dt_ops import gamma
+
+
+def _along(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, int]:
+    """``x`` in float64 (0-d as 1-element) and the softmax dim as a non-negative index."""
+    x = x.double().reshape(1) if x.dim() == 0 else x.double()
+    return x, dim % x.dim()
+
+
+def softmax(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: torch.Tensor):
+    """``2·(|y|·Δa + δ·(|a| + Δa) + u·|y|·|a|)`` with ``a = h − s``, ``s = Σ h·y``: ``s`` is
+    within ``Δs = Σ|h|·δ + γ(n + 2)·(Σ|h·y| + Σ|h|·δ)`` (the terms' own error, then the sum's),
+    the difference within ``Δa = Δs + u·|a|``, and the product carries ``y``'s ``δ``."""
+    delta = composite_bounds.softmax_bound(args, kwargs, y).double()
+    x, dim = _along(args[0], args[1])
+    shape = x.shape
+    e, g, delta = y.double().reshape(shape), h.double().reshape(shape), delta.reshape(shape)
+    u = torch.finfo(y.dtype).eps / 2
+    n = shape[dim]
+    terms = (g.abs() * delta).sum(dim, keepdim=True)
+    ds = terms + gamma(n + 2, y.dtype) * ((g * e).abs().sum(dim, keepdim=True) + terms)
+    a = (g - (g * e).sum(dim, keepdim=True)).abs() + ds
+    da = ds + u * a
+    one = e.abs() * da + delta * (a + da) + u * e.abs() * a
+    return (2 * one).reshape(y.shape)
+
+
+def log_softmax(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: torch.Tensor):
+    """``2·(p·ΔT + (|T| + ΔT)·Δp + 2u·(|h| + p·(|T| + ΔT)))`` with ``p = exp(y)``, ``T = Σ h``:
+    ``T`` is within ``ΔT = γ(n + 2)·Σ|h|``, ``p`` within ``Δp = p·(expm1(δ) + 8u)`` (``y``'s
+    absolute ``δ`` through the exponential, and its 3.5 ulp), and the product and difference
+    round once each."""
+    delta = composite_bounds.log_softmax_bound(args, kwargs, y).double()
+    x, dim = _along(args[0], args[1])
+    shape = x.shape
+    e, g, delta = y.double().reshape(shape), h.double().reshape(shape), delta.reshape(shape)
+    u = torch.finfo(y.dtype).eps / 2
+    n = shape[dim]
+    p = e.exp()
+    total = g.sum(dim, keepdim=True).abs()
+    dt = gamma(n + 2, y.dtype) * g.abs().sum(dim, keepdim=True)
+    dp = p * (torch.expm1(delta) + 8 * u)
+    one = p * dt + (total + dt) * dp + 2 * u * (g.abs() + p * (total + dt))
+    return (2 * one).reshape(y.shape)
+
+
+BOUNDS: dict[str, Callable[..., torch.Tensor]] = {
+    "softmax": softmax,
+    "log_softmax": log_softmax,
+}
