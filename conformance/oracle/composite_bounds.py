@@ -70,7 +70,7 @@ def log_softmax_bound(args, kwargs, expected):
     return _free_where_nan(b).reshape(expected.shape)
 
 
-def _variance_form(args, kwargs) -> tuple[torch.Tensor, tuple[int, ...], bool, float]:
+def variance_form(args, kwargs) -> tuple[torch.Tensor, tuple[int, ...], bool, float]:
     """``var``/``std``'s input, reduced dims, ``keepdim`` and correction, from a call written
     with keywords (OpInfo's form); a positional form is an error of the suite, not a verdict."""
     if len(args) != 1:
@@ -91,7 +91,7 @@ def _variance_error(args, kwargs, expected_var: torch.Tensor) -> torch.Tensor:
     (two-pass, Welford's updates, the textbook one-pass, Chan's combination of shards' moments)
     is within ``n·u·κ²·S = n·u·Σx²`` of the exact sum of squared deviations ``S`` to first order
     (Chan, Golub and LeVeque 1983); 4 of it per result covers the second-order terms."""
-    x, dims, keepdim, correction = _variance_form(args, kwargs)
+    x, dims, keepdim, correction = variance_form(args, kwargs)
     x = x.double()
     n = math.prod(x.shape[d] for d in dims) if x.dim() else 1
     squares = (x * x).sum(dim=dims, keepdim=keepdim) if x.dim() else x * x

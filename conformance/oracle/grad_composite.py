@@ -1,15 +1,17 @@
-"""DT-GRAD-9: how far the gradients of ``softmax`` and ``log_softmax`` may round, from the
-single-device input ``x``, result ``y`` and upstream gradient ``h``, in float64.
+"""DT-GRAD-9: how far the gradients of ``softmax``, ``log_softmax``, ``var`` and ``std`` may
+round, from the single-device input ``x``, result ``y`` and upstream gradient ``h``, in float64.
 
-Both backward passes reduce along the softmax dim and read the forward result, which itself
+Each backward pass reduces along the op's dims and some read the forward result, which itself
 rounds within DT-OP-10's bound ``δ`` (``composite_bounds``): ``softmax``'s gradient is
-``y·(h − Σ h·y)``, ``log_softmax``'s is ``h − exp(y)·Σ h``. Each bound below is twice the error
-of one evaluation (two are compared), the sums taken in any order over ``n`` terms plus two
-roundings for partial sums combined across shards (``γ(n + 2)``, as DT-OP-3).
+``y·(h − Σ h·y)``, ``log_softmax``'s ``h − exp(y)·Σ h``, ``var``'s ``h·2(x − mean)/(n − c)``
+and ``std``'s that of ``var`` for ``h/(2y)``. Each bound below is twice the error of one
+evaluation (two are compared), the sums taken in any order over ``n`` terms plus two roundings
+for partial sums combined across shards (``γ(n + 2)``, as DT-OP-3).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -62,7 +64,60 @@ def log_softmax(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, 
     return (2 * one).reshape(y.shape)
 
 
+def _variance_parts(args, kwargs, y):
+    """``n − c`` (the divisor), ``|x − mean|`` in float64, its error ``Δd`` in one
+    evaluation (the mean's ``γ(n + 2)·mean|x|``, then the difference's rounding), and how to
+    spread an upstream gradient of ``y``'s shape over ``x``."""
+    x, dims, keepdim, correction = composite_bounds.variance_form(args, kwargs)
+    x = x.double().reshape(1) if x.dim() == 0 else x.double()
+    dims = sorted(d % x.dim() for d in dims)
+    n = math.prod(x.shape[d] for d in dims)
+    u = torch.finfo(y.dtype).eps / 2
+    mean = x.mean(dims, keepdim=True)
+    mean_error = gamma(n + 2, y.dtype) * x.abs().mean(dims, keepdim=True)
+    d = (x - mean).abs()
+
+    def spread(h: torch.Tensor) -> torch.Tensor:
+        if not keepdim and h.dim() < x.dim():
+            for dim in dims:
+                h = h.unsqueeze(dim)
+        return h.expand(x.shape)
+
+    return n - correction, d, mean_error + u * (d + mean_error), spread
+
+
+def var(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: torch.Tensor):
+    """``2·|h|·(2/(n − c))·(Δd + 3u·(|d| + Δd))``, ``d = x − mean``: the single-device gradient
+    is ``h·2·d/(n − c)``, ``d`` within ``Δd`` and three products rounding once each; infinite
+    where ``n ≤ c``."""
+    divisor, d, dd, spread = _variance_parts(args, kwargs, y)
+    if divisor <= 0:
+        return torch.full(args[0].shape, math.inf, dtype=torch.float64)
+    u = torch.finfo(y.dtype).eps / 2
+    one = spread(h.double().abs()) * (2 / divisor) * (dd + 3 * u * (d + dd))
+    return (2 * one).reshape(args[0].shape)
+
+
+def std(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: torch.Tensor):
+    """``var``'s bound for the upstream ``h/(2y)``, plus ``|g|·(δ/(|y| − δ) + 2u)``: the
+    single-device gradient is ``var``'s of ``h/(2y)``, ``y`` within DT-OP-10's ``δ``; infinite
+    where ``|y| ≤ δ`` or ``n ≤ c``."""
+    divisor, d, dd, spread = _variance_parts(args, kwargs, y)
+    if divisor <= 0:
+        return torch.full(args[0].shape, math.inf, dtype=torch.float64)
+    u = torch.finfo(y.dtype).eps / 2
+    e = y.double()
+    delta = composite_bounds.std_bound(args, kwargs, y).double()
+    relative = torch.where(e.abs() > delta, delta / (e.abs() - delta), math.inf) + 2 * u
+    upstream = spread((h.double() / (2 * e)).abs())
+    own = upstream * (2 / divisor) * (dd + 3 * u * (d + dd))
+    through_y = upstream * (2 / divisor) * (d + dd) * spread(relative)
+    return (2 * (own + through_y)).nan_to_num(nan=math.inf).reshape(args[0].shape)
+
+
 BOUNDS: dict[str, Callable[..., torch.Tensor]] = {
     "softmax": softmax,
     "log_softmax": log_softmax,
+    "var": var,
+    "std": std,
 }

@@ -86,8 +86,8 @@ def judge_grad_case(result: Any, args: dict[str, Any], blame: str | None = None)
     """The forward call by every rule of spec/dt-ops.md, then DT-GRAD-6 to 9 on the backward
     pass: each output requires grad as the single-device one does; each leaf's gradient has its
     layout (DT-GRAD-2, DT-GRAD-4) and, for an op of the linear class, an elementwise one
-    (DT-GRAD-8) or a softmax (DT-GRAD-9), its value within the bound. A backward pass may
-    refuse as the forward may (DT-OP-7): ``NotImplementedError`` on every rank."""
+    (DT-GRAD-8) or a softmax or variance (DT-GRAD-9), its value within the bound. A backward
+    pass may refuse as the forward may (DT-OP-7): ``NotImplementedError`` on every rank."""
     backward = [o for o in result.outcomes if isinstance(o, Raised) and
                 (o.facts or {}).get(BACKWARD)]  # fmt: skip
     if backward:

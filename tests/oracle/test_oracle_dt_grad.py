@@ -157,7 +157,7 @@ def test_a_kernel_derivatives_float32_gradient_is_well_within_dt_grad_8s_bound(o
 
 
 @pytest.mark.parametrize("op", sorted(grad_composite.BOUNDS))
-def test_a_softmaxs_float32_gradient_is_within_half_dt_grad_9s_bound(op):
+def test_a_reductions_float32_gradient_is_within_half_dt_grad_9s_bound(op):
     """One evaluation may use half the bound; on OpInfo's samples one device's float32
     gradient stays within half of it from the float64 gradient, and the bound stays below the
     gradient's size almost everywhere."""
@@ -173,8 +173,10 @@ def test_a_softmaxs_float32_gradient_is_within_half_dt_grad_9s_bound(op):
             continue
         (h,) = dt_grad.upstream([y], 7)
         bound = grad_composite.BOUNDS[op](sample.args, sample.kwargs, y, h)
-        assert bool(((got.double() - wide).abs() <= bound / 2).all()), index
-        judged += bound.numel()
-        below += int((bound < got.double().abs()).sum())
+        finite = wide.isfinite() & bound.isfinite()
+        off = (got.double() - wide).abs()[finite]
+        assert bool((off <= bound[finite] / 2).all()), index
+        judged += int(finite.sum())
+        below += int((bound < got.double().abs())[finite].sum())
     assert judged
     assert below >= 0.9 * judged, (judged, below)
