@@ -36,7 +36,7 @@ def _eps(expected: torch.Tensor) -> tuple[float, float]:
     return info.eps, info.tiny
 
 
-def _free_where_nan(b: torch.Tensor) -> torch.Tensor:
+def free_where_nan(b: torch.Tensor) -> torch.Tensor:
     """A bound that came out NaN (an infinite input's ``inf - inf``) constrains nothing."""
     return torch.where(b.isnan(), INF, b)
 
@@ -55,7 +55,7 @@ def softmax_bound(args, kwargs, expected):
     eps, tiny = _eps(expected)
     e = expected.double().reshape(x.shape)
     b = (eps * ((top - x) + 2 * n + 64) + 4 * gamma(n + 2, expected.dtype)) * e.clamp(min=tiny)
-    return _free_where_nan(b).reshape(expected.shape)
+    return free_where_nan(b).reshape(expected.shape)
 
 
 def log_softmax_bound(args, kwargs, expected):
@@ -67,7 +67,7 @@ def log_softmax_bound(args, kwargs, expected):
     e = expected.double().reshape(x.shape)
     size = 2 * x.abs() + 4 * top.abs() + 2 * e.abs() + 4 * math.log(n) + 2 * n + 64
     b = eps * size + 4 * gamma(n + 2, expected.dtype)
-    return _free_where_nan(b).reshape(expected.shape)
+    return free_where_nan(b).reshape(expected.shape)
 
 
 def variance_form(args, kwargs) -> tuple[torch.Tensor, tuple[int, ...], bool, float]:
@@ -103,7 +103,7 @@ def _variance_error(args, kwargs, expected_var: torch.Tensor) -> torch.Tensor:
 
 
 def var_bound(args, kwargs, expected):
-    return _free_where_nan(_variance_error(args, kwargs, expected))
+    return free_where_nan(_variance_error(args, kwargs, expected))
 
 
 def std_bound(args, kwargs, expected):
@@ -113,10 +113,10 @@ def std_bound(args, kwargs, expected):
     var_b = _variance_error(args, kwargs, expected.detach().double().square().to(expected.dtype))
     eps, _ = _eps(expected)
     over_e = torch.where(e > 0, var_b / e, INF)
-    return _free_where_nan(2 * torch.minimum(var_b.sqrt(), over_e) + 4 * eps * e)
+    return free_where_nan(2 * torch.minimum(var_b.sqrt(), over_e) + 4 * eps * e)
 
 
-def _optional(args, kwargs, position: int, name: str, default: Any) -> Any:
+def optional(args, kwargs, position: int, name: str, default: Any) -> Any:
     if len(args) > position:
         return args[position]
     return kwargs.get(name, default)
@@ -132,44 +132,50 @@ def _rsqrt_error(mean_square, mean_square_error, eps_term, eps):
     return d.abs().rsqrt(), rho
 
 
-def layer_norm_bound(args, kwargs, expected):
-    """``|w|·(Δμ·r + |x − μ|·r·(ρ + 2eps)) + 4eps·(|z·w| + |b|)`` per element: ``Δμ = 2γ(n+1)
-    mean|x|`` and ``Δv = 8γ(n+2) mean x²`` over the normalised dims, ``r`` and ``ρ`` the
-    reciprocal square root of ``v + eps`` and its relative error (``_rsqrt_error``)."""
+def layer_norm_parts(args, kwargs, dtype: torch.dtype):
+    """``z = (x − μ)·r`` in float64, its bound ``Δz = Δμ·r + |x − μ|·r·(ρ + 2eps)``, ``r`` and
+    its relative error ``ρ`` (``_rsqrt_error``), and the normalised dims: ``Δμ = 2γ(n+1)
+    mean|x|`` and ``Δv = 8γ(n+2) mean x²`` over them. DT-GRAD-9 reads them too."""
     x, shape = args[0].double(), tuple(args[1])
-    weight = _optional(args, kwargs, 2, "weight", None)
-    bias = _optional(args, kwargs, 3, "bias", None)
-    ln_eps = float(_optional(args, kwargs, 4, "eps", 1e-5))
-    dims = tuple(range(-len(shape), 0))
+    ln_eps = float(optional(args, kwargs, 4, "eps", 1e-5))
+    dims = tuple(range(x.dim() - len(shape), x.dim()))
     n = math.prod(shape)
-    eps, _ = _eps(expected)
+    eps = torch.finfo(dtype).eps
     mu = x.mean(dims, keepdim=True)
     centred = x - mu
     v = (centred * centred).mean(dims, keepdim=True)
-    d_mu = 2 * gamma(n + 1, expected.dtype) * x.abs().mean(dims, keepdim=True)
-    d_v = 8 * gamma(n + 2, expected.dtype) * (x * x).mean(dims, keepdim=True)
+    d_mu = 2 * gamma(n + 1, dtype) * x.abs().mean(dims, keepdim=True)
+    d_v = 8 * gamma(n + 2, dtype) * (x * x).mean(dims, keepdim=True)
     r, rho = _rsqrt_error(v, d_v, ln_eps, eps)
+    dz = d_mu * r + centred.abs() * r * (rho + 2 * eps)
+    return centred * r, dz, r, rho, dims
+
+
+def layer_norm_bound(args, kwargs, expected):
+    """``|w|·Δz + 4eps·(|z·w| + |b|)`` per element (``layer_norm_parts``)."""
+    weight = optional(args, kwargs, 2, "weight", None)
+    bias = optional(args, kwargs, 3, "bias", None)
+    eps, _ = _eps(expected)
+    z, dz, _r, _rho, _dims = layer_norm_parts(args, kwargs, expected.dtype)
     w = torch.ones(()) if weight is None else weight.double().abs()
     b = torch.zeros(()) if bias is None else bias.double().abs()
-    z = centred * r
-    dz = d_mu * r + centred.abs() * r * (rho + 2 * eps)
-    return _free_where_nan(w * dz + 4 * eps * ((z * w).abs() + b))
+    return free_where_nan(w * dz + 4 * eps * ((z * w).abs() + b))
 
 
 def rms_norm_bound(args, kwargs, expected):
     """``|w|·|x|·r·(ρ + 2eps) + 4eps·|e|``: the mean of squares is a sum of ``n`` positive terms
     (``Δ = 2γ(n+1)·mean x²``), and ``eps`` defaults to the dtype's own."""
     x, shape = args[0].double(), tuple(args[1])
-    weight = _optional(args, kwargs, 2, "weight", None)
+    weight = optional(args, kwargs, 2, "weight", None)
     eps, _ = _eps(expected)
-    given = _optional(args, kwargs, 3, "eps", None)
+    given = optional(args, kwargs, 3, "eps", None)
     rms_eps = eps if given is None else float(given)
     dims = tuple(range(-len(shape), 0))
     n = math.prod(shape)
     square = (x * x).mean(dims, keepdim=True)
     r, rho = _rsqrt_error(square, 2 * gamma(n + 1, expected.dtype) * square, rms_eps, eps)
     w = torch.ones(()) if weight is None else weight.double().abs()
-    return _free_where_nan(w * x.abs() * r * (rho + 2 * eps) + 4 * eps * expected.double().abs())
+    return free_where_nan(w * x.abs() * r * (rho + 2 * eps) + 4 * eps * expected.double().abs())
 
 
 def _ratio(numerator_error, denominator, denominator_error, expected, eps):
@@ -248,12 +254,12 @@ def cross_entropy_bound(args, kwargs, expected):
     terms = classes + target.numel()
     per_item = absolute(delta) + 6 * gamma(terms + 2, expected.dtype) * absolute(ls.abs())
     if reduction == "none":
-        return _free_where_nan(per_item).reshape(expected.shape)
+        return free_where_nan(per_item).reshape(expected.shape)
     numerator_error = per_item.sum()
     if reduction == "sum":
-        return _free_where_nan(numerator_error).reshape(expected.shape)
+        return free_where_nan(numerator_error).reshape(expected.shape)
     ratio = _ratio(numerator_error, den, den_error, expected, eps)
-    return _free_where_nan(ratio).reshape(expected.shape)
+    return free_where_nan(ratio).reshape(expected.shape)
 
 
 BOUNDS: dict[str, Callable[..., torch.Tensor]] = {

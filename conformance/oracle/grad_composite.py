@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
 
 from conformance.oracle import composite_bounds
 from conformance.oracle.dt_ops import gamma
@@ -42,7 +43,7 @@ def softmax(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: t
     a = (g - (g * e).sum(dim, keepdim=True)).abs() + ds
     da = ds + u * a
     one = e.abs() * da + delta * (a + da) + u * e.abs() * a
-    return (2 * one).reshape(y.shape)
+    return [(2 * one).reshape(y.shape)]
 
 
 def log_softmax(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: torch.Tensor):
@@ -61,7 +62,7 @@ def log_softmax(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, 
     dt = gamma(n + 2, y.dtype) * g.abs().sum(dim, keepdim=True)
     dp = p * (torch.expm1(delta) + 8 * u)
     one = p * dt + (total + dt) * dp + 2 * u * (g.abs() + p * (total + dt))
-    return (2 * one).reshape(y.shape)
+    return [(2 * one).reshape(y.shape)]
 
 
 def _variance_parts(args, kwargs, y):
@@ -92,10 +93,10 @@ def var(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: torch
     where ``n ≤ c``."""
     divisor, d, dd, spread = _variance_parts(args, kwargs, y)
     if divisor <= 0:
-        return torch.full(args[0].shape, math.inf, dtype=torch.float64)
+        return [torch.full(args[0].shape, math.inf, dtype=torch.float64)]
     u = torch.finfo(y.dtype).eps / 2
     one = spread(h.double().abs()) * (2 / divisor) * (dd + 3 * u * (d + dd))
-    return (2 * one).reshape(args[0].shape)
+    return [(2 * one).reshape(args[0].shape)]
 
 
 def std(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: torch.Tensor):
@@ -104,7 +105,7 @@ def std(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: torch
     where ``|y| ≤ δ`` or ``n ≤ c``."""
     divisor, d, dd, spread = _variance_parts(args, kwargs, y)
     if divisor <= 0:
-        return torch.full(args[0].shape, math.inf, dtype=torch.float64)
+        return [torch.full(args[0].shape, math.inf, dtype=torch.float64)]
     u = torch.finfo(y.dtype).eps / 2
     e = y.double()
     delta = composite_bounds.std_bound(args, kwargs, y).double()
@@ -112,12 +113,64 @@ def std(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: torch
     upstream = spread((h.double() / (2 * e)).abs())
     own = upstream * (2 / divisor) * (dd + 3 * u * (d + dd))
     through_y = upstream * (2 / divisor) * (d + dd) * spread(relative)
-    return (2 * (own + through_y)).nan_to_num(nan=math.inf).reshape(args[0].shape)
+    return [(2 * (own + through_y)).nan_to_num(nan=math.inf).reshape(args[0].shape)]
 
 
-BOUNDS: dict[str, Callable[..., torch.Tensor]] = {
+def layer_norm(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: torch.Tensor):
+    """The bounds of the gradients of ``x``, ``weight`` and ``bias``, each twice one
+    evaluation's error. With ``z = (x − μ)·r`` within DT-OP-10's ``Δz`` and ``r`` within
+    ``ρ`` relative (``composite_bounds.layer_norm_parts``), ``v = h·w``: ``x``'s gradient
+    ``r·t``, ``t = v − mean(v) − z·mean(v·z)``, is within ``r·Δt + r·ρ·(|t| + Δt) + u·r·|t|``,
+    ``Δt`` from the two means' ``γ(n + 2)`` and ``Δz`` and the two subtractions' rounding;
+    ``weight``'s ``Σ h·z`` over the other dims within ``Σ|h|·Δz + γ(m + 2)·Σ|h|·(|z| + Δz)``,
+    ``bias``'s ``Σ h`` within ``γ(m + 2)·Σ|h|``."""
+    x = args[0].double()
+    weight = composite_bounds.optional(args, kwargs, 2, "weight", None)
+    bias = composite_bounds.optional(args, kwargs, 3, "bias", None)
+    z, dz, r, rho, dims = composite_bounds.layer_norm_parts(args, kwargs, y.dtype)
+    u = torch.finfo(y.dtype).eps / 2
+    n = math.prod(x.shape[d] for d in dims)
+    g = h.double()
+    w = torch.ones(()) if weight is None else weight.double()
+    v = g * w
+    mean_v = v.mean(dims, keepdim=True)
+    d_mean_v = (gamma(n + 2, y.dtype) + u) * v.abs().mean(dims, keepdim=True)
+    vz = v * z
+    mean_vz = vz.mean(dims, keepdim=True)
+    d_mean_vz = (v.abs() * dz).mean(dims, keepdim=True) + (gamma(n + 2, y.dtype) + u) * (
+        v.abs() * (z.abs() + dz)
+    ).mean(dims, keepdim=True)
+    t = (v - mean_v - z * mean_vz).abs()
+    dt = (
+        u * v.abs() + d_mean_v + dz * (mean_vz.abs() + d_mean_vz) + z.abs() * d_mean_vz
+        + 2 * u * (v.abs() + mean_v.abs() + (z * mean_vz).abs())
+    )  # fmt: skip
+    bounds = [2 * (r * dt + r * rho * (t + dt) + u * r * t)]
+    m = x.numel() // n  # the elements each weight's and bias's gradient sums
+    if weight is not None:
+        spread = g.abs() * dz + gamma(m + 2, y.dtype) * g.abs() * (z.abs() + dz)
+        bounds.append(2 * spread.sum_to_size(weight.shape))
+    if bias is not None:
+        bounds.append(2 * (gamma(m + 2, y.dtype) * g.abs()).sum_to_size(bias.shape))
+    return [composite_bounds.free_where_nan(b) for b in bounds]
+
+
+BOUNDS: dict[str, Callable[..., list[torch.Tensor]]] = {
     "softmax": softmax,
     "log_softmax": log_softmax,
     "var": var,
     "std": std,
+    "nn.functional.layer_norm": layer_norm,
 }
+
+
+def bounds(
+    op: str, args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: torch.Tensor
+) -> list[torch.Tensor]:
+    """``BOUNDS[op]``: one bound per floating tensor argument, in order; zeros where the result
+    is empty, whose gradients are empty or sums of nothing (exactly zero)."""
+    if y.numel():
+        return BOUNDS[op](args, kwargs, y, h)
+    leaves = pytree.tree_leaves((args, kwargs))
+    return [torch.zeros(t.shape, dtype=torch.float64) for t in leaves
+            if isinstance(t, torch.Tensor) and t.is_floating_point()]  # fmt: skip

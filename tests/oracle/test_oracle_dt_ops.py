@@ -177,9 +177,18 @@ def test_gradient_cases_are_floating_samples_a_backward_pass_runs_through():
                                                                 "float32"))  # fmt: skip
 
 
-def test_the_linear_gradient_class_is_named_from_the_core_list():
+def test_the_gradient_classes_are_named_from_the_core_list():
+    """DT-GRAD-7's linear ops, DT-GRAD-8's kernel derivatives (every other elementwise op) and
+    DT-GRAD-9's reductions; the rest of the composites are judged on their layout alone."""
     assert set(catalogue.LINEAR_GRADIENT) <= set(catalogue.CORE_OPS)
     assert catalogue.gradient_class("mm") == "linear"
     assert catalogue.gradient_class("nn.functional.nll_loss") == "linear"
-    assert catalogue.gradient_class("tanh") is None
-    assert catalogue.gradient_class("softmax") is None
+    elementwise = set(catalogue.ELEMENTWISE) - set(catalogue.LINEAR_GRADIENT)
+    assert {op for op in elementwise if catalogue.gradient_class(op) == "kernel"} == elementwise
+    composite = {op: catalogue.gradient_class(op) for op in catalogue.COMPOSITE}
+    assert composite == {
+        "softmax": "composite", "log_softmax": "composite", "var": "composite",
+        "std": "composite", "nn.functional.layer_norm": "composite",
+        "nn.functional.rms_norm": None, "nn.functional.nll_loss": "linear",
+        "nn.functional.cross_entropy": None,
+    }  # fmt: skip
