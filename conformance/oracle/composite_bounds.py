@@ -162,19 +162,29 @@ def layer_norm_bound(args, kwargs, expected):
     return free_where_nan(w * dz + 4 * eps * ((z * w).abs() + b))
 
 
-def rms_norm_bound(args, kwargs, expected):
-    """``|w|·|x|·r·(ρ + 2eps) + 4eps·|e|``: the mean of squares is a sum of ``n`` positive terms
-    (``Δ = 2γ(n+1)·mean x²``), and ``eps`` defaults to the dtype's own."""
+def rms_norm_parts(args, kwargs, dtype: torch.dtype):
+    """``r = (mean x² + eps)^(-1/2)`` over the normalised dims, its relative error ``ρ``
+    (``_rsqrt_error``) and those dims: the mean of squares is a sum of ``n`` positive terms
+    (``Δ = 2γ(n+1)·mean x²``), and ``eps`` defaults to the dtype's own. DT-GRAD-9 reads them
+    too."""
     x, shape = args[0].double(), tuple(args[1])
-    weight = optional(args, kwargs, 2, "weight", None)
-    eps, _ = _eps(expected)
+    eps = torch.finfo(dtype).eps
     given = optional(args, kwargs, 3, "eps", None)
     rms_eps = eps if given is None else float(given)
-    dims = tuple(range(-len(shape), 0))
+    dims = tuple(range(x.dim() - len(shape), x.dim()))
     n = math.prod(shape)
     square = (x * x).mean(dims, keepdim=True)
-    r, rho = _rsqrt_error(square, 2 * gamma(n + 1, expected.dtype) * square, rms_eps, eps)
+    r, rho = _rsqrt_error(square, 2 * gamma(n + 1, dtype) * square, rms_eps, eps)
+    return r, rho, dims
+
+
+def rms_norm_bound(args, kwargs, expected):
+    """``|w|·|x|·r·(ρ + 2eps) + 4eps·|e|`` (``rms_norm_parts``)."""
+    weight = optional(args, kwargs, 2, "weight", None)
+    eps, _ = _eps(expected)
+    r, rho, _dims = rms_norm_parts(args, kwargs, expected.dtype)
     w = torch.ones(()) if weight is None else weight.double().abs()
+    x = args[0].double()
     return free_where_nan(w * x.abs() * r * (rho + 2 * eps) + 4 * eps * expected.double().abs())
 
 

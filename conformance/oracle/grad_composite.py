@@ -155,12 +155,43 @@ def layer_norm(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h
     return [composite_bounds.free_where_nan(b) for b in bounds]
 
 
+def rms_norm(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: torch.Tensor):
+    """The bounds of the gradients of ``x`` and ``weight``, each twice one evaluation's error.
+    With ``r`` within ``ρ`` relative (``composite_bounds.rms_norm_parts``) and ``v = h·w``:
+    ``x``'s gradient ``r·v − x·r³·M``, ``M = mean(v·x)`` within ``ΔM = (γ(n + 2) + u)·
+    mean|v·x|``, is within ``|v|·r·(ρ + 2u) + |x|·r³·(|M|·(3ρ + 4u) + ΔM) + u·(r·|v| +
+    |x|·r³·|M|)``; ``weight``'s ``Σ h·x·r`` over the other dims within ``Σ|h·x|·r·(ρ + 2u) +
+    γ(m + 2)·Σ|h·x|·r``."""
+    x = args[0].double()
+    weight = composite_bounds.optional(args, kwargs, 2, "weight", None)
+    r, rho, dims = composite_bounds.rms_norm_parts(args, kwargs, y.dtype)
+    u = torch.finfo(y.dtype).eps / 2
+    n = math.prod(x.shape[d] for d in dims)
+    g = h.double()
+    v = g * (torch.ones(()) if weight is None else weight.double())
+    mean = (v * x).mean(dims, keepdim=True)
+    d_mean = (gamma(n + 2, y.dtype) + u) * (v * x).abs().mean(dims, keepdim=True)
+    cube = x.abs() * r**3
+    one = (
+        v.abs() * r * (rho + 2 * u) + cube * (mean.abs() * (3 * rho + 4 * u) + d_mean)
+        + u * (r * v.abs() + cube * mean.abs())
+    )  # fmt: skip
+    bounds = [2 * one]
+    if weight is not None:
+        m = x.numel() // n  # the elements each weight's gradient sums
+        terms = (g * x).abs() * r
+        spread = terms * (rho + 2 * u) + gamma(m + 2, y.dtype) * terms
+        bounds.append(2 * spread.sum_to_size(weight.shape))
+    return [composite_bounds.free_where_nan(b) for b in bounds]
+
+
 BOUNDS: dict[str, Callable[..., list[torch.Tensor]]] = {
     "softmax": softmax,
     "log_softmax": log_softmax,
     "var": var,
     "std": std,
     "nn.functional.layer_norm": layer_norm,
+    "nn.functional.rms_norm": rms_norm,
 }
 
 
