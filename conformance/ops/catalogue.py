@@ -246,9 +246,9 @@ def gradient_class(op: str) -> str | None:
     """``"linear"`` for an op of ``LINEAR_GRADIENT``, whose gradient's value DT-GRAD-7 bounds;
     ``"kernel"`` for an elementwise op whose derivative's own error DT-GRAD-8 bounds
     (``oracle.grad_coefficients``); ``"composite"`` for ``softmax``, ``log_softmax``, ``var``,
-    ``std``, ``layer_norm`` and ``rms_norm``, whose gradients DT-GRAD-9 bounds
-    (``oracle.grad_composite``); ``None`` for the others, whose gradients are judged on their
-    layout alone."""
+    ``std``, ``layer_norm``, ``rms_norm`` and ``cross_entropy``, whose gradients DT-GRAD-9
+    bounds (``oracle.grad_composite``); ``None`` for the others, whose gradients are judged on
+    their layout alone."""
     if op in LINEAR_GRADIENT:
         return "linear"
     if op in COMPOSITE_GRADIENTS:

@@ -185,6 +185,87 @@ def rms_norm(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: 
     return [composite_bounds.free_where_nan(b) for b in bounds]
 
 
+def _cross_entropy_loss(ls, target, weight, kwargs):
+    """Cross entropy as the linear map of ``ls = log_softmax(x)`` it is (PyTorch's forms: index
+    or probability targets, class weights, label smoothing, ignored targets, the three
+    reductions), and the mean's denominator (``None`` unless a mean over index targets)."""
+    reduction = kwargs.get("reduction", "mean")
+    smoothing = float(kwargs.get("label_smoothing", 0.0))
+    class_dim = 1 if ls.dim() > 1 else 0
+    classes = ls.shape[class_dim]
+    shape = [1] * ls.dim()
+    shape[class_dim] = classes
+    w = (torch.ones(classes, dtype=ls.dtype) if weight is None else weight).reshape(shape)
+    if target.is_floating_point():
+        p = target * (1 - smoothing) + smoothing / classes
+        per_item = -(w * p * ls).sum(class_dim)
+        count = ls.numel() // max(classes, 1)
+        den = None
+        total = per_item.sum() / count if reduction == "mean" else per_item.sum()
+    else:
+        kept = target != kwargs.get("ignore_index", -100)
+        picked = target.masked_fill(~kept, 0).unsqueeze(class_dim)
+        chosen = w.expand_as(ls).gather(class_dim, picked) * ls.gather(class_dim, picked)
+        smooth = (w * ls).sum(class_dim) * smoothing / classes
+        per_item = -(chosen.squeeze(class_dim) * (1 - smoothing) + smooth) * kept
+        w_flat = w.flatten()
+        den = (w_flat.gather(0, picked.flatten()) * kept.flatten()).sum()
+        total = per_item.sum() / den if reduction == "mean" else per_item.sum()
+    return (per_item if reduction == "none" else total), den
+
+
+def cross_entropy(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: torch.Tensor):
+    """The bound of the logits' gradient: ``log_softmax``'s above for the upstream gradient
+    ``q = ∂loss/∂ls`` (the linear map's adjoint, from autograd in float64), plus ``q``'s own
+    error ``Δq = |q|·(γ(5) + ΔD/(D − ΔD))`` (five roundings of ``w``, the target, smoothing,
+    ``h`` and the mean's ``1/D``, ``D`` within ``ΔD = 2γ(m + 2)·Σ|w|``) carried through it,
+    ``2·(Δq + p·ΣΔq)``. A probability target's gradient ``−w·p'·ls·h/count`` is within
+    ``2·|w·(1 − s)·h/count|·(δ + γ(5)·|ls|)``, ``δ`` the log-softmax's DT-OP-10 bound; the
+    class weights' gradient is not bounded (``None``)."""
+    x, target = args[0], args[1]
+    weight = kwargs.get("weight")
+    class_dim = 1 if x.dim() > 1 else 0
+    ls = torch.log_softmax(x, class_dim)
+    wide = ls.detach().double().requires_grad_()
+    loss, den = _cross_entropy_loss(wide, target.double() if target.is_floating_point()
+                                    else target, None if weight is None else weight.double(),
+                                    kwargs)  # fmt: skip
+    (q,) = torch.autograd.grad((loss * h.double()).sum(), wide)
+    relative = gamma(5, x.dtype)
+    if den is not None and kwargs.get("reduction", "mean") == "mean":
+        w_abs = torch.ones(x.shape[class_dim]) if weight is None else weight.double().abs()
+        kept = target != kwargs.get("ignore_index", -100)
+        picked = target.masked_fill(~kept, 0).flatten()
+        den_error = (
+            2
+            * gamma(target.numel() + 2, x.dtype)
+            * (w_abs.gather(0, picked) * kept.flatten()).sum()
+        )
+        room = den.abs() - den_error
+        relative = relative + (den_error / room if room > 0 else math.inf)
+    dq = q.abs() * relative
+    p = ls.detach().double().exp()
+    (through,) = log_softmax((x, class_dim), {}, ls.detach(), q)
+    carried = 2 * (dq + p * dq.sum(class_dim, keepdim=True))
+    bounds = [composite_bounds.free_where_nan(through + carried).reshape(x.shape)]
+    if target.is_floating_point():
+        smoothing = float(kwargs.get("label_smoothing", 0.0))
+        delta = composite_bounds.log_softmax_bound((x, class_dim), {}, ls.detach()).double()
+        shape = [1] * x.dim()
+        shape[class_dim] = x.shape[class_dim]
+        w_abs = torch.ones(()) if weight is None else weight.double().abs().reshape(shape)
+        reduction = kwargs.get("reduction", "mean")
+        scale = 1 / (x.numel() // x.shape[class_dim]) if reduction == "mean" else 1.0
+        g = h.double().abs()
+        g = g.unsqueeze(class_dim) if reduction == "none" else g
+        coefficient = w_abs * (1 - smoothing) * g * scale
+        lsd = ls.detach().double()
+        bounds.append(2 * coefficient * (delta + relative * lsd.abs()))
+    if weight is not None:
+        bounds.append(None)
+    return bounds
+
+
 BOUNDS: dict[str, Callable[..., list[torch.Tensor]]] = {
     "softmax": softmax,
     "log_softmax": log_softmax,
@@ -192,16 +273,19 @@ BOUNDS: dict[str, Callable[..., list[torch.Tensor]]] = {
     "std": std,
     "nn.functional.layer_norm": layer_norm,
     "nn.functional.rms_norm": rms_norm,
+    "nn.functional.cross_entropy": cross_entropy,
 }
 
 
 def bounds(
     op: str, args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: torch.Tensor
-) -> list[torch.Tensor]:
-    """``BOUNDS[op]``: one bound per floating tensor argument, in order; zeros where the result
-    is empty, whose gradients are empty or sums of nothing (exactly zero)."""
+) -> list[torch.Tensor | None]:
+    """``BOUNDS[op]``'s bounds, one per tensor argument in order (``None`` for an integer one,
+    or one whose gradient no bound here covers); zeros where the result is empty, whose
+    gradients are empty or sums of nothing (exactly zero)."""
+    tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
     if y.numel():
-        return BOUNDS[op](args, kwargs, y, h)
-    leaves = pytree.tree_leaves((args, kwargs))
-    return [torch.zeros(t.shape, dtype=torch.float64) for t in leaves
-            if isinstance(t, torch.Tensor) and t.is_floating_point()]  # fmt: skip
+        found = iter(BOUNDS[op](args, kwargs, y, h))
+    else:
+        found = iter(torch.zeros(t.shape, dtype=torch.float64) for t in tensors)
+    return [next(found) if t.is_floating_point() else None for t in tensors]

@@ -173,6 +173,8 @@ def test_a_reductions_float32_gradient_is_within_half_dt_grad_9s_bound(op):
         bounds = grad_composite.bounds(op, sample.args, sample.kwargs, y, h)
         assert len(bounds) == len(grads)
         for got, exact, bound in zip(grads, wide, bounds, strict=True):
+            if bound is None:  # an integer argument, or cross_entropy's class weights
+                continue
             finite = exact.isfinite() & bound.isfinite()
             off = (got.double() - exact).abs()[finite]
             assert bool((off <= bound[finite] / 2).all()), index

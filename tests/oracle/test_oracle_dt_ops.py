@@ -190,5 +190,5 @@ def test_the_gradient_classes_are_named_from_the_core_list():
         "softmax": "composite", "log_softmax": "composite", "var": "composite",
         "std": "composite", "nn.functional.layer_norm": "composite",
         "nn.functional.rms_norm": "composite", "nn.functional.nll_loss": "linear",
-        "nn.functional.cross_entropy": None,
+        "nn.functional.cross_entropy": "composite",
     }  # fmt: skip
