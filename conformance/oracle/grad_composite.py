@@ -220,8 +220,10 @@ def cross_entropy(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor
     error ``Δq = |q|·(γ(5) + ΔD/(D − ΔD))`` (five roundings of ``w``, the target, smoothing,
     ``h`` and the mean's ``1/D``, ``D`` within ``ΔD = 2γ(m + 2)·Σ|w|``) carried through it,
     ``2·(Δq + p·ΣΔq)``. A probability target's gradient ``−w·p'·ls·h/count`` is within
-    ``2·|w·(1 − s)·h/count|·(δ + γ(5)·|ls|)``, ``δ`` the log-softmax's DT-OP-10 bound; the
-    class weights' gradient is not bounded (``None``)."""
+    ``2·|w·(1 − s)·h/count|·(δ + γ(5)·|ls|)``, ``δ`` the log-softmax's DT-OP-10 bound, and
+    the class weights' (a sum over the items of ``−p·ls·h/count``) within twice those terms'
+    errors and their sum's ``γ(items + 2)``; over index targets the class weights' gradient
+    (a quotient's, for a mean) is not bounded (``None``)."""
     x, target = args[0], args[1]
     weight = kwargs.get("weight")
     class_dim = 1 if x.dim() > 1 else 0
@@ -248,21 +250,27 @@ def cross_entropy(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor
     (through,) = log_softmax((x, class_dim), {}, ls.detach(), q)
     carried = 2 * (dq + p * dq.sum(class_dim, keepdim=True))
     bounds = [composite_bounds.free_where_nan(through + carried).reshape(x.shape)]
-    if target.is_floating_point():
-        smoothing = float(kwargs.get("label_smoothing", 0.0))
-        delta = composite_bounds.log_softmax_bound((x, class_dim), {}, ls.detach()).double()
-        shape = [1] * x.dim()
-        shape[class_dim] = x.shape[class_dim]
-        w_abs = torch.ones(()) if weight is None else weight.double().abs().reshape(shape)
-        reduction = kwargs.get("reduction", "mean")
-        scale = 1 / (x.numel() // x.shape[class_dim]) if reduction == "mean" else 1.0
-        g = h.double().abs()
-        g = g.unsqueeze(class_dim) if reduction == "none" else g
-        coefficient = w_abs * (1 - smoothing) * g * scale
-        lsd = ls.detach().double()
-        bounds.append(2 * coefficient * (delta + relative * lsd.abs()))
+    if not target.is_floating_point():
+        return bounds + ([None] if weight is not None else [])
+    smoothing = float(kwargs.get("label_smoothing", 0.0))
+    classes = x.shape[class_dim]
+    delta = composite_bounds.log_softmax_bound((x, class_dim), {}, ls.detach()).double()
+    shape = [1] * x.dim()
+    shape[class_dim] = classes
+    w_abs = torch.ones(()) if weight is None else weight.double().abs().reshape(shape)
+    reduction = kwargs.get("reduction", "mean")
+    items = x.numel() // classes
+    g = h.double().abs() / (items if reduction == "mean" else 1)
+    g = g.unsqueeze(class_dim) if reduction == "none" else g
+    lsd = ls.detach().double().abs()
+    bounds.append(2 * w_abs * (1 - smoothing) * g * (delta + relative * lsd))
     if weight is not None:
-        bounds.append(None)
+        # Σ over the items of −p·ls·h/N, p the smoothed target: each term within
+        # |p·h/N|·(δ + γ(5)·|ls|), their sum within γ(items + 2) of its terms' size
+        p_abs = (target.double() * (1 - smoothing) + smoothing / classes).abs()
+        terms = p_abs * g
+        spread = terms * (delta + relative * lsd) + gamma(items + 2, x.dtype) * terms * lsd
+        bounds.append(2 * spread.sum_to_size(shape).reshape(weight.shape))
     return bounds
 
 
