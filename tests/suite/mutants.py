@@ -826,18 +826,27 @@ class _CoarseDerivative(torch.autograd.Function):
         return grad * (1 + 2**-10)
 
 
-class TanhDerivativeCoarse(ReferenceAdapter):
-    """``tanh`` whose derivative is off by a part in a thousand (a kernel that rounds through a
+class DerivativeCoarse(ReferenceAdapter):
+    """``op`` whose derivative is off by a part in a thousand (a kernel that rounds through a
     half-precision table, say): forward values right, layouts right, every gradient of the
-    right sign and nearly the right size (DT-GRAD-8)."""
+    right sign and nearly the right size (DT-GRAD-8 for ``tanh``, DT-GRAD-9 for ``softmax``)."""
+
+    def __init__(self, op):
+        super().__init__()
+        self.op = op
 
     def dt_op(self, fn, args, kwargs):
-        if fn is torch.tanh:
-            return super().dt_op(lambda x: _CoarseDerivative.apply(torch.tanh(x)), args, kwargs)
+        if fn is self.op:
+            coarse = self.op
+
+            def fn(*a, **k):
+                return _CoarseDerivative.apply(coarse(*a, **k))
+
         return super().dt_op(fn, args, kwargs)
 
 
-TANH_DERIVATIVE_COARSE = TanhDerivativeCoarse()
+TANH_DERIVATIVE_COARSE = DerivativeCoarse(torch.tanh)
+SOFTMAX_DERIVATIVE_COARSE = DerivativeCoarse(torch.softmax)
 
 
 class LayoutCrashesTheProcess(ReferenceAdapter):

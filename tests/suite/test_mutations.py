@@ -437,6 +437,13 @@ MUTANTS = [
         ["its gradient", '"op": "tanh"'],
     ),
     Mutant(
+        "softmax-derivative-coarse",
+        "test_dt_op_grad.py::test_an_ops_gradient_is_the_single_device_gradient[softmax]",
+        "mutants:SOFTMAX_DERIVATIVE_COARSE",
+        "DT-GRAD-9",
+        ["its gradient", '"op": "softmax"'],
+    ),
+    Mutant(
         "random-shards-from-the-start",
         "test_dt_random.py",
         "mutants:RANDOM_SHARDS_FROM_THE_START",
