@@ -188,7 +188,8 @@ def rms_norm(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: 
 def _cross_entropy_loss(ls, target, weight, kwargs):
     """Cross entropy as the linear map of ``ls = log_softmax(x)`` it is (PyTorch's forms: index
     or probability targets, class weights, label smoothing, ignored targets, the three
-    reductions), and the mean's denominator (``None`` unless a mean over index targets)."""
+    reductions), and the sum of the kept targets' weights, a mean's denominator (``None``
+    over probability targets)."""
     reduction = kwargs.get("reduction", "mean")
     smoothing = float(kwargs.get("label_smoothing", 0.0))
     class_dim = 1 if ls.dim() > 1 else 0
