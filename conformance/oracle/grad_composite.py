@@ -22,22 +22,22 @@ from conformance.oracle import composite_bounds
 from conformance.oracle.dt_ops import gamma
 
 
-def _along(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, int]:
-    """``x`` in float64 (0-d as 1-element) and the softmax dim as a non-negative index."""
-    x = x.double().reshape(1) if x.dim() == 0 else x.double()
-    return x, dim % x.dim()
+def _along(args, y: torch.Tensor, h: torch.Tensor, delta: torch.Tensor):
+    """A softmax's result, upstream gradient and forward bound in float64 in the input's shape
+    (0-d as 1-element), the softmax dim as a non-negative index, its length and ``u``."""
+    x = args[0].reshape(1) if args[0].dim() == 0 else args[0]
+    dim = args[1] % x.dim()
+    shape = x.shape
+    u = torch.finfo(y.dtype).eps / 2
+    as_x = [t.double().reshape(shape) for t in (y, h, delta)]
+    return *as_x, dim, shape[dim], u
 
 
 def softmax(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, h: torch.Tensor):
     """``2·(|y|·Δa + δ·(|a| + Δa) + u·|y|·|a|)`` with ``a = h − s``, ``s = Σ h·y``: ``s`` is
     within ``Δs = Σ|h|·δ + γ(n + 2)·(Σ|h·y| + Σ|h|·δ)`` (the terms' own error, then the sum's),
     the difference within ``Δa = Δs + u·|a|``, and the product carries ``y``'s ``δ``."""
-    delta = composite_bounds.softmax_bound(args, kwargs, y).double()
-    x, dim = _along(args[0], args[1])
-    shape = x.shape
-    e, g, delta = y.double().reshape(shape), h.double().reshape(shape), delta.reshape(shape)
-    u = torch.finfo(y.dtype).eps / 2
-    n = shape[dim]
+    e, g, delta, dim, n, u = _along(args, y, h, composite_bounds.softmax_bound(args, kwargs, y))
     terms = (g.abs() * delta).sum(dim, keepdim=True)
     ds = terms + gamma(n + 2, y.dtype) * ((g * e).abs().sum(dim, keepdim=True) + terms)
     a = (g - (g * e).sum(dim, keepdim=True)).abs() + ds
@@ -51,12 +51,8 @@ def log_softmax(args: tuple[Any, ...], kwargs: dict[str, Any], y: torch.Tensor, 
     ``T`` is within ``ΔT = γ(n + 2)·Σ|h|``, ``p`` within ``Δp = p·(expm1(δ) + 8u)`` (``y``'s
     absolute ``δ`` through the exponential, and its 3.5 ulp), and the product and difference
     round once each."""
-    delta = composite_bounds.log_softmax_bound(args, kwargs, y).double()
-    x, dim = _along(args[0], args[1])
-    shape = x.shape
-    e, g, delta = y.double().reshape(shape), h.double().reshape(shape), delta.reshape(shape)
-    u = torch.finfo(y.dtype).eps / 2
-    n = shape[dim]
+    bound = composite_bounds.log_softmax_bound(args, kwargs, y)
+    e, g, delta, dim, n, u = _along(args, y, h, bound)
     p = e.exp()
     total = g.sum(dim, keepdim=True).abs()
     dt = gamma(n + 2, y.dtype) * g.abs().sum(dim, keepdim=True)

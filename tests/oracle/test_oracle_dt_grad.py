@@ -116,6 +116,16 @@ def test_inputs_without_elements_have_an_empty_bound():
     assert bound.shape == (0, 3)
 
 
+def _samples_gradients(op):
+    """For each float32 gradient sample of ``op``: the sample, the single-device gradients,
+    which outputs were differentiated and the float64 gradients."""
+    for index in catalogue.grad_samples(op, "float32"):
+        sample = catalogue.samples(op, "float32")[index]
+        with catalogue.quietly():
+            chosen, grads = dt_grad.op_gradients(catalogue.runner(op, sample), sample.tensors(), 7)
+            yield index, sample, chosen, grads, _float64_gradients(op, sample, chosen, 7)
+
+
 def _float64_gradients(op, sample, chosen, seed):
     """The op's gradients computed in float64 from the same inputs and upstream gradients."""
     wide = sample.with_tensors(
@@ -136,14 +146,11 @@ def test_a_kernel_derivatives_float32_gradient_is_well_within_dt_grad_8s_bound(o
     the bound stays below the gradient's size almost everywhere (a gradient off by a whole
     term breaks it)."""
     judged = below = 0
-    for index in catalogue.grad_samples(op, "float32"):
-        sample = catalogue.samples(op, "float32")[index]
+    for index, sample, chosen, grads, wide in _samples_gradients(op):
         run = catalogue.runner(op, sample)
+        magnitudes = catalogue.gradient_magnitudes(op, sample)
         with catalogue.quietly():
-            chosen, grads = dt_grad.op_gradients(run, sample.tensors(), 7)
-            magnitudes = catalogue.gradient_magnitudes(op, sample)
             bounds = dt_grad.op_gradient_bound(run, sample.tensors(), chosen, 7, [2, 2], magnitudes)
-            wide = _float64_gradients(op, sample, chosen, 7)
         for got, exact, bound in zip(grads, wide, bounds, strict=True):
             if got is None:
                 continue
@@ -162,13 +169,9 @@ def test_a_reductions_float32_gradient_is_within_half_dt_grad_9s_bound(op):
     gradient stays within half of it from the float64 gradient, and the bound stays below the
     gradient's size almost everywhere it is not zero."""
     judged = below = 0
-    for index in catalogue.grad_samples(op, "float32"):
-        sample = catalogue.samples(op, "float32")[index]
-        run = catalogue.runner(op, sample)
+    for index, sample, _chosen, grads, wide in _samples_gradients(op):
         with catalogue.quietly():
-            chosen, grads = dt_grad.op_gradients(run, sample.tensors(), 7)
-            (y,) = run(sample.tensors())
-            wide = _float64_gradients(op, sample, chosen, 7)
+            (y,) = catalogue.runner(op, sample)(sample.tensors())
         (h,) = dt_grad.upstream([y], 7)
         bounds = grad_composite.bounds(op, sample.args, sample.kwargs, y, h)
         assert len(bounds) == len(grads)
