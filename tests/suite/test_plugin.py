@@ -544,3 +544,19 @@ def test_a_seed_draws_the_same_examples_whatever_modules_are_imported(tmp_path, 
     import users_module  # noqa: F401  (a module outside site-packages, full of literals)
 
     assert draws() == before
+
+
+# EDGES_TEST whose property skips, as a test does whose capability the adapter does not claim.
+SKIPPED_EDGES_TEST = EDGES_TEST.replace(
+    "    edges.group(list(range(n)), n)",
+    '    pytest.skip("the adapter does not claim what this test judges")',
+)
+
+
+def test_a_skipped_test_is_not_asked_for_the_edge_classes_it_declares(pytester):
+    """A test that skips (a capability its adapter does not claim) draws nothing, and a run
+    with --require-edges is no error for it: its rules are reported as skipped."""
+    pytester.makepyfile(test_skipped=SKIPPED_EDGES_TEST)
+    result = run(pytester, "--require-edges")
+    assert result.ret == 0, result.stdout.str()
+    assert "never drew" not in result.stdout.str()
