@@ -268,8 +268,6 @@ FAMILIES["op grad"] = (
     "op grad: a partial leaf",
     "op grad: a leaf the program gives no gradient",
     "op grad: several outputs",
-    "op grad: its value judged",
-    "op grad: its layout judged",
     "op input: S",
     "op input: P(sum)",
     "op input: P(max)",

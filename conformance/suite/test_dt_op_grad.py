@@ -41,11 +41,11 @@ def grad_cases(draw, impl: Any, op: str, world_sizes: list[int]) -> tuple[int, d
     with catalogue.quietly():
         chosen, grads = dt_grad.op_gradients(catalogue.runner(op, sample), sample.tensors(), seed)
     case |= {"starts": starts, "backward": chosen, "upstream_seed": seed}
-    _note(op, starts, case["placements"], chosen, grads)
+    _note(starts, case["placements"], chosen, grads)
     return world_size, case
 
 
-def _note(op: str, starts: list, placements: list, chosen: list[int], grads: list) -> None:
+def _note(starts: list, placements: list, chosen: list[int], grads: list) -> None:
     labels = [f"op grad: a {start} leaf" for start in set(starts) if start]
     if any(s == "from_local" and any(t.startswith("P(") for t in texts)
            for s, texts in zip(starts, placements, strict=True)):  # fmt: skip
@@ -54,8 +54,6 @@ def _note(op: str, starts: list, placements: list, chosen: list[int], grads: lis
         labels.append("op grad: a leaf the program gives no gradient")
     if len(chosen) > 1:
         labels.append("op grad: several outputs")
-    kind = catalogue.gradient_class(op)
-    labels.append("op grad: its value judged" if kind else "op grad: its layout judged")
     edges.note(*labels)
 
 

@@ -179,7 +179,7 @@ def test_gradient_cases_are_floating_samples_a_backward_pass_runs_through():
 
 def test_the_gradient_classes_are_named_from_the_core_list():
     """DT-GRAD-7's linear ops, DT-GRAD-8's kernel derivatives (every other elementwise op) and
-    DT-GRAD-9's reductions; the rest of the composites are judged on their layout alone."""
+    DT-GRAD-9's reductions and normalizations."""
     assert set(catalogue.LINEAR_GRADIENT) <= set(catalogue.CORE_OPS)
     assert catalogue.gradient_class("mm") == "linear"
     assert catalogue.gradient_class("nn.functional.nll_loss") == "linear"
@@ -192,3 +192,9 @@ def test_the_gradient_classes_are_named_from_the_core_list():
         "nn.functional.rms_norm": "composite", "nn.functional.nll_loss": "linear",
         "nn.functional.cross_entropy": "composite",
     }  # fmt: skip
+
+
+def test_every_op_the_gradient_test_runs_has_its_gradients_value_judged():
+    """No op of the gradient test is judged on its gradient's layout alone, so its edge family
+    has no class for that (one no example could draw would fail every --require-edges run)."""
+    assert [op for op in catalogue.grad_ops() if catalogue.gradient_class(op) is None] == []
