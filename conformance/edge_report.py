@@ -28,10 +28,11 @@ def families_of(item: pytest.Item) -> list[str]:
     return declared
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
     """Once the fixtures are ready, draw the property's covering examples (profiles of
-    ``pairwise.POOL``, tests that declare two families or more)."""
+    ``pairwise.POOL``, tests that declare two families or more). Drawing them may end the test
+    (a skip: a capability its adapter does not claim), which a new-style wrapper passes on."""
     yield
     families = families_of(item)
     size = pairwise.POOL.get(item.config.getoption("hypothesis_profile", None) or "quick", 0)

@@ -560,3 +560,20 @@ def test_a_skipped_test_is_not_asked_for_the_edge_classes_it_declares(pytester):
     result = run(pytester, "--require-edges")
     assert result.ret == 0, result.stdout.str()
     assert "never drew" not in result.stdout.str()
+
+
+# PAIRS_TEST whose property skips before its first draw, as one whose capability is not claimed.
+SKIPPED_PAIRS_TEST = PAIRS_TEST.replace(
+    "    sub = data.draw", '    pytest.skip("not claimed: a capability")\n    sub = data.draw'
+)
+
+
+def test_a_test_that_skips_while_its_covering_examples_are_drawn_is_skipped_cleanly(pytester):
+    """The ci profile draws a property's covering examples at setup; a property that skips
+    there (its adapter claims no capability for it) is reported skipped, with no warning of a
+    plugin that raised in its hook."""
+    pytester.makepyfile(test_pairs=SKIPPED_PAIRS_TEST)
+    result = run(pytester, "--hypothesis-profile", "ci", "--require-edges")
+    result.assert_outcomes(skipped=1)
+    assert result.ret == 0
+    assert "PluggyTeardownRaisedWarning" not in result.stdout.str()
