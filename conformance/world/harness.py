@@ -6,13 +6,17 @@ available`` on every rank and the suite counted it as a known failure. Such a ru
 *error* instead (exit code 3, ``error`` in the per-rule table), never as pass, fail or xfail.
 
 What counts as the environment's fault, on any rank: an ``ImportError`` (a module the
-implementation or the harness needs is missing or broken), and the messages of known missing
-run-time dependencies below. Everything else an implementation raises is its verdict.
+implementation or the harness needs is missing or broken), the messages of known missing
+run-time dependencies below, and a rank killed by ``SIGKILL``, which no code a case runs sends
+(the kernel's out-of-memory killer does, or a person). Everything else an implementation raises,
+and every other way a rank dies (a segfault, an abort, an exit), is its verdict.
 """
 
 from __future__ import annotations
 
-from conformance.world.protocol import CaseResult, Raised
+import signal
+
+from conformance.world.protocol import CaseResult, Died, Raised
 
 EXIT_CODE = 3  # pytest's own codes: 0 passed, 1 failed, 2 interrupted, 4 usage error
 
@@ -29,6 +33,8 @@ class HarnessError(Exception):
 
 
 def environment_fault(outcome: object) -> bool:
+    if isinstance(outcome, Died):
+        return outcome.exitcode == -signal.SIGKILL
     return isinstance(outcome, Raised) and any(
         outcome.is_a(cls) and text in outcome.message for cls, text in _SIGNATURES
     )
@@ -38,7 +44,10 @@ def check(result: CaseResult) -> CaseResult:
     """``result`` unchanged, or ``HarnessError`` if a rank failed for the environment's sake."""
     faults = [o for o in result.outcomes if environment_fault(o)]
     if faults:
-        raise HarnessError(result.report("an environment error, not a verdict"))
+        why = "an environment error, not a verdict"
+        if any(isinstance(o, Died) for o in faults):
+            why += ": a rank was killed by SIGKILL, which no case sends (out of memory?)"
+        raise HarnessError(result.report(why))
     return result
 
 

@@ -79,16 +79,22 @@ class WorldStartError(HarnessError, RuntimeError):
     """The ranks could not form a process group; the message carries each rank's log."""
 
 
+def read(conn: Connection) -> bytes | None:
+    """The next message on ``conn``, or ``None`` where the other end has closed it: at the end of
+    its messages (EOF), or with a message it never read, which resets the connection
+    (``ConnectionResetError``): a rank killed while the driver's step check waited for it."""
+    try:
+        return conn.recv_bytes()
+    except (EOFError, ConnectionResetError):
+        return None
+
+
 class _PipeChannel:
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
 
     def receive(self) -> bytes | None:
-        try:
-            message = self._conn.recv_bytes()
-        except EOFError:
-            return None
-        return message or None
+        return read(self._conn) or None
 
     def send(self, payload: bytes) -> None:
         self._conn.send_bytes(payload)
@@ -255,11 +261,11 @@ class LocalWorld:
         for rank, (proc, conn) in enumerate(zip(self._procs, self._conns, strict=True)):
             ready = wait([conn, proc.sentinel], max(0.0, deadline - time.monotonic()))
             status, detail = "no answer", ""
-            if conn in ready:
-                try:
-                    status, detail = pickle.loads(conn.recv_bytes())
-                except EOFError:
-                    status = "died"
+            message = read(conn) if conn in ready else None
+            if message is not None:
+                status, detail = pickle.loads(message)
+            elif conn in ready:
+                status = "died"
             if status != "ready":
                 logs = "\n".join(
                     f"--- rank {r} ---\n{self._tail(r, 0)}" for r in range(len(self._logs))
@@ -424,10 +430,9 @@ class LocalWorld:
     def _receive(self, rank: int, mark: int) -> Outcome | None:
         conn, proc = self._conns[rank], self._procs[rank]
         if conn.poll():
-            try:
-                return pickle.loads(conn.recv_bytes())
-            except EOFError:
-                pass
+            message = read(conn)
+            if message is not None:
+                return pickle.loads(message)
         elif proc.is_alive():
             return None
         proc.join(1.0)

@@ -3,6 +3,7 @@ runs on a fresh world with no process of the old one left."""
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import sys
 import time
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from conformance.world import (
     Raised,
     Returned,
     costs,
+    local,
     step,
 )
 from conformance.world.costs import COSTS
@@ -132,6 +134,27 @@ def test_a_rank_that_exits_is_reported_with_its_exit_code(world4):
     assert isinstance(died, Died)
     assert died.exitcode == 7
     assert all(not isinstance(o, Returned) for o in result.outcomes)
+
+
+def test_a_rank_killed_by_sigkill_is_an_environment_error_not_a_verdict(world4):
+    """No code a case runs sends SIGKILL; the out-of-memory killer does (two runs sharing a
+    small machine), and a death it causes must not be blamed on the implementation."""
+    before = world4.pids()
+    with pytest.raises(HarnessError, match="killed by SIGKILL"):
+        world4.run(Case("world_tasks:killed", {"rank": 1}))
+    assert not [pid for pid in before if alive(pid)], "ranks of the faulted world survive"
+    assert world4.run(Case("world_tasks:all_reduce_sum", {"length": 2})).ok
+
+
+def test_a_connection_reset_by_a_dead_rank_reads_as_its_end():
+    """A rank that dies holding a message it never read (the driver's step check) resets the
+    pipe: the driver reads that as the rank's end, as it reads EOF, and never raises."""
+    driver, rank = mp.Pipe()
+    driver.send_bytes(b"a step check the rank never reads")
+    rank.send_bytes(b"its last answer")
+    rank.close()
+    assert local.read(driver) == b"its last answer"
+    assert local.read(driver) is None
 
 
 def test_a_segfaulting_rank_is_reported_with_its_signal_and_stack(world4):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import threading
 import time
 
@@ -142,6 +143,13 @@ def compute_forever(ctx: RankContext, rank: int) -> int:
 def exit_abruptly(ctx: RankContext, rank: int, code: int) -> torch.Tensor:
     if ctx.rank == rank:
         os._exit(code)
+    return all_reduce_sum(ctx, 1)
+
+
+def killed(ctx: RankContext, rank: int) -> torch.Tensor:
+    """As the kernel's out-of-memory killer ends a process."""
+    if ctx.rank == rank:
+        os.kill(os.getpid(), signal.SIGKILL)
     return all_reduce_sum(ctx, 1)
 
 
