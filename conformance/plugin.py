@@ -88,8 +88,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--grace",
         type=float,
         default=5.0,
-        help="seconds the other ranks get once one rank has raised or died, and that ranks "
-        "asleep with none of their peers running may sleep before the case is a hang (default 5)",
+        help="seconds that ranks asleep with none of their peers running may sleep before the "
+        "case is a hang (default 5; where the OS cannot say who sleeps, the seconds the other "
+        "ranks get once one rank has raised or died)",
     )
     group.addoption(
         "--require-edges",

@@ -169,12 +169,14 @@ class LocalWorld:
 
     ``case_timeout_s`` bounds a case: in CPU time, once a rank yet to answer has computed that
     long in it (``conformance.world.idle``: a verdict does not depend on how loaded the machine
-    is), and in wall time where the OS cannot tell, or after ``WALL_FACTOR`` times it. Once any
-    rank has raised or died, the others get ``grace_s`` more to answer (they are usually stuck
-    in a collective the failed rank left).
+    is), and in wall time where the OS cannot tell, or after ``WALL_FACTOR`` times it.
     A case also ends, as a hang of the ranks yet to answer, once every one of them has slept for
     ``grace_s`` (no thread running, next to no CPU: ``conformance.world.idle``): nothing in the
-    world can wake them, so a known hang costs the grace period, not the case timeout.
+    world can wake them, so a known hang costs the grace period, not the case timeout. That is
+    how ranks stuck in a collective a failed rank left end; a rank that still computes after
+    another raised is waited for like any other (a slow refusal is no hang: PyTorch computes
+    some propagations for seconds on one rank while the others refused at once). Where the OS
+    cannot tell, the others get ``grace_s`` more to answer once a rank has raised or died.
 
     ``process_group=False`` makes a sandbox: ranks that join no group, where the calls of an
     implementation that need none (metadata, placements, layouts) run apart from the driver, so
@@ -390,14 +392,14 @@ class LocalWorld:
         while len(outcomes) < self.world_size:
             now = time.monotonic()
             limit = started + timeout_s * WALL_FACTOR
-            if first_failure is not None:
-                limit = min(limit, first_failure + self.grace_s)
             waiting = [rank for rank in range(self.world_size) if rank not in outcomes]
             for rank in waiting:
                 sleep.sample(self._procs[rank].pid)
             used = [sleep.cpu_s(self._procs[rank].pid) for rank in waiting]
-            if None in used:
+            if None in used:  # /proc cannot tell a rank that sleeps from one that computes
                 limit = min(limit, started + timeout_s)
+                if first_failure is not None:
+                    limit = min(limit, first_failure + self.grace_s)
             remaining = limit - now
             computed_enough = any(u is not None and u >= timeout_s for u in used)
             # A rank that just answered may have woken the others (they waited for it in a

@@ -106,6 +106,16 @@ def test_ranks_asleep_in_a_collective_wait_as_long_as_a_peer_still_computes(worl
     assert [float(v[0]) for v in result.values()] == [10.0] * 4
 
 
+def test_a_rank_that_still_computes_after_its_peers_refused_is_waited_for(world4):
+    """Three ranks refuse at once, the fourth computes for longer than the grace period before it
+    refuses too: the refusal is every rank's, not a hang of the slow one."""
+    busy_s = GRACE_S + 1.0
+    case = Case("world_tasks:raise_now_or_after_computing", {"rank": 3, "seconds": busy_s})
+    result = world4.run(case)
+    assert all(isinstance(o, Raised) for o in result.outcomes), result.report("slow, not hung")
+    assert result.elapsed_s >= busy_s
+
+
 def test_the_case_timeout_counts_cpu_time_so_a_starved_rank_is_not_hung():
     """A rank that runs a fifth of the time for three case timeouts (what it gets of a core on a
     machine with more ranks than cores) has used far less CPU than the timeout: it answers, and

@@ -121,6 +121,15 @@ def compute_then_reduce(ctx: RankContext, rank: int, seconds: float) -> torch.Te
     return all_reduce_sum(ctx, 1)
 
 
+def raise_now_or_after_computing(ctx: RankContext, rank: int, seconds: float) -> None:
+    """Every rank refuses, ``rank`` only after computing for ``seconds``."""
+    if ctx.rank == rank:
+        ends = time.monotonic() + seconds
+        while time.monotonic() < ends:
+            pass
+    raise NotImplementedError(f"refused on rank {ctx.rank}")
+
+
 def compute_in_bursts(ctx: RankContext, seconds: float, share: float) -> int:
     """Compute for ``share`` of every 50 ms, sleeping the rest, for ``seconds``: a rank that
     makes progress slowly, as one does on a machine with more ranks than cores."""
