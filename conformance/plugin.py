@@ -155,7 +155,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "edges(*families): the edge classes (conformance.edges) a test must draw"
     )
     config.addinivalue_line(
-        "markers", "per_op: a test run once per op (its op parameter) fills the per-op table"
+        "markers",
+        "per_op(ops=None): a test run once per op of --ops (of those ops() gives, if given): its "
+        "op parameter fills the per-op table",
     )
     config.addinivalue_line(
         "markers",
@@ -325,8 +327,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     its own sizes by taking a ``world_size`` argument; a ``per_op`` test runs once per op of
     ``--ops``."""
     own_arguments = inspect.signature(metafunc.function).parameters
-    if metafunc.definition.get_closest_marker("per_op") and "op" in own_arguments:
-        metafunc.parametrize("op", chosen_ops(metafunc.config))
+    per_op = metafunc.definition.get_closest_marker("per_op")
+    if per_op and "op" in own_arguments:
+        ops = chosen_ops(metafunc.config)
+        if "ops" in per_op.kwargs:  # the ops the test can run: those with an in-place variant
+            runs = set(per_op.kwargs["ops"]())
+            ops = [op for op in ops if op in runs]
+        metafunc.parametrize("op", ops)
     if "world" in metafunc.fixturenames and "world_size" not in own_arguments:
         sizes = world_sizes(metafunc.config)
         metafunc.parametrize("world_size", sizes, ids=[f"ws{n}" for n in sizes], scope="session")

@@ -4,7 +4,9 @@ PyTorch (``torch.testing._internal.common_methods_invocations.op_db``), never wr
 An op is named by its OpInfo name and variant (``"max/binary"``, ``"nn.functional.linear"``). A
 case carries the name, a dtype and a sample's index; the driver and every rank regenerate the
 same sample from the same seed, so a replay line stays short and the values are OpInfo's own.
-Each op of the core list belongs to one value class of the spec (DT-OP-1 to 3, 10).
+Each op of the core list belongs to one value class of the spec (DT-OP-1 to 3, 10). OpInfo has
+no entry for ``copy_``, which a training step calls to load every parameter: the catalogue
+derives it from OpInfo's ``add`` samples (``DERIVED``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from conformance.oracle.grad_composite import BOUNDS as COMPOSITE_GRADIENTS
 EXACT = (
     "view", "reshape", "transpose", "permute", "flatten", "t", "squeeze", "unsqueeze", "expand",
     "narrow", "chunk", "split", "split/list_args", "cat", "stack", "__getitem__", "index_select",
-    "gather", "scatter", "nn.functional.embedding", "clone", "contiguous", "zero_", "to",
+    "gather", "scatter", "nn.functional.embedding", "clone", "copy_", "contiguous", "zero_",
+    "fill", "to",
     "where", "masked_fill", "neg", "abs", "sign", "clamp", "nn.functional.relu", "floor", "ceil",
     "round", "trunc", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "isnan",
     "logical_not", "amax", "amin", "argmax", "argmin", "max/reduction_with_dim",
@@ -115,15 +118,60 @@ def op_id(info: Any) -> str:
     return f"{info.name}/{info.variant_test_name}" if info.variant_test_name else info.name
 
 
+def copy_into_a_clone(destination: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    """``copy_`` as an out-of-place op: the source written into a clone of the destination, as
+    a checkpoint's tensor is into a parameter, so that the inputs stay as they were (DT-OP-8)."""
+    return destination.clone().copy_(source)
+
+
+@dataclass(frozen=True)
+class _SampleCall:
+    input: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Derived:
+    """An op OpInfo has no entry for, read as an entry is: called on the pairs of tensors of
+    another entry's samples, the first the destination and the second the source (a sample
+    whose source does not broadcast to the destination raises on one device, and is left out
+    as every such sample is)."""
+
+    name: str
+    op: Callable[..., Any]
+    inplace_variant: Callable[..., Any]
+    source: Any  # the OpInfo entry whose samples it takes
+    variant_test_name: str = ""
+    supports_out: bool = False
+
+    def supported_dtypes(self, device: str) -> set[torch.dtype]:
+        return self.source.supported_dtypes(device)
+
+    def sample_inputs(self, device: str, dtype: torch.dtype, requires_grad: bool = False):
+        for s in self.source.sample_inputs(device, dtype, requires_grad=requires_grad):
+            tensors = [x for x in (s.input, *s.args) if isinstance(x, torch.Tensor)]
+            if len(tensors) == 2:
+                yield _SampleCall(tensors[0], (tensors[1],), {})
+
+
+# name -> (the OpInfo entry whose samples it takes, the op, its in-place variant)
+DERIVED = {"copy_": ("add", copy_into_a_clone, torch.Tensor.copy_)}
+
+
 @functools.cache
 def _op_db() -> dict[str, Any]:
-    """OpInfo's database. Importing it loads PyTorch's own Hypothesis profile (its test
-    utilities do, for its test suite): the profile the run chose is loaded again after."""
+    """OpInfo's database, and the ``DERIVED`` ops. Importing it loads PyTorch's own Hypothesis
+    profile (its test utilities do, for its test suite): the profile the run chose is loaded
+    again after."""
     profile = profiles.current_name()
     from torch.testing._internal.common_methods_invocations import op_db
 
     settings.load_profile(profile)
-    return {op_id(info): info for info in op_db}
+    entries = {op_id(info): info for info in op_db}
+    for name, (source, op, in_place_variant) in DERIVED.items():
+        entries[name] = Derived(name, op, in_place_variant, entries[source])
+    return entries
 
 
 def load() -> None:

@@ -149,6 +149,26 @@ def test_the_catalogue_holds_only_samples_its_op_runs_on():
                 catalogue.call(op, sample)
 
 
+def test_copy_is_derived_from_adds_pairs_of_tensors_its_destination_unchanged():
+    """OpInfo has no ``copy_``: the catalogue's takes each ``add`` sample with two tensors, the
+    second broadcast into the first, and leaves out the pairs that do not broadcast that way
+    (``add`` broadcasts both ways; ``copy_`` raises on one device); out of place it writes a
+    clone, in place the destination itself."""
+    for dtype in catalogue.dtypes("copy_"):
+        pairs = [s.tensors() for s in catalogue.samples("copy_", dtype)]
+        assert pairs
+        for dst, src in pairs:
+            assert torch.broadcast_shapes(dst.shape, src.shape) == dst.shape
+    dst, src = catalogue.samples("copy_", "float32")[3].tensors()
+    before = dst.clone()
+    result = catalogue.call("copy_", catalogue.samples("copy_", "float32")[3])
+    assert torch.equal(result, src.expand_as(dst))
+    assert torch.equal(dst, before)
+    assert catalogue.in_place("copy_") is torch.Tensor.copy_
+    assert catalogue.value_class("copy_") == catalogue.value_class("fill") == "exact"
+    assert {"copy_", "fill"} <= set(catalogue.in_place_ops())
+
+
 def test_ops_of_no_class_are_in_the_catalogue_and_have_no_value_rule():
     ops = catalogue.all_ops()
     assert set(catalogue.CORE_OPS) <= set(ops)

@@ -577,3 +577,38 @@ def test_a_test_that_skips_while_its_covering_examples_are_drawn_is_skipped_clea
     result.assert_outcomes(skipped=1)
     assert result.ret == 0
     assert "PluggyTeardownRaisedWarning" not in result.stdout.str()
+
+
+PER_OP_TEST = """
+import pytest
+
+def with_a_variant():
+    return ["mm", "softmax"]
+
+@pytest.mark.rules("DT-OP-1")
+@pytest.mark.per_op
+def test_every_op(op):
+    pass
+
+@pytest.mark.rules("DT-OP-11")
+@pytest.mark.per_op(ops=with_a_variant)
+def test_ops_with_a_variant(op):
+    pass
+"""
+
+
+def test_a_per_op_test_runs_once_per_chosen_op_of_those_it_can_run(pytester):
+    """``per_op`` parametrizes by ``--ops``; ``per_op(ops=...)`` keeps the chosen ops that the
+    test can run (the in-place test: those with an in-place variant)."""
+    pytester.makepyfile(test_per_op=PER_OP_TEST)
+    result = run(pytester, "--ops", "add,mm,softmax", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(
+        [
+            "test_per_op.py::test_every_op[[]add[]]",
+            "test_per_op.py::test_every_op[[]mm[]]",
+            "test_per_op.py::test_every_op[[]softmax[]]",
+            "test_per_op.py::test_ops_with_a_variant[[]mm[]]",
+            "test_per_op.py::test_ops_with_a_variant[[]softmax[]]",
+        ]
+    )
+    assert "test_ops_with_a_variant[add]" not in result.stdout.str()
