@@ -103,10 +103,12 @@ def _replicated(fn: Callable[..., Any], leaves: list[Any], spec: Any) -> Any:
     args, kwargs = pytree.tree_unflatten(full, spec)
     before = full[0].clone() if isinstance(leaves[0], DTensor) else None
     result = fn(*args, **kwargs)
-    if before is not None and result is full[0] and _wrote(fn, before, result):
-        # An in-place op (``x.add_(y)``, ``x.t_()``) wrote its first argument and returned it:
-        # that DTensor takes the written value, replicated, and is what the call returns.
-        leaves[0].assign(_wrap(result, mesh, replicate, result.shape, result.stride()))
+    if before is not None and result is full[0]:
+        # The op returned its first argument, as an in-place op does (``x.add_(y)``, ``x.t_()``,
+        # ``F.silu(x, inplace=True)``), and some others (``x.contiguous()`` of a contiguous
+        # ``x``): the call returns that DTensor, which takes the value written, replicated.
+        if _changed(before, result):
+            leaves[0].assign(_wrap(result, mesh, replicate, result.shape, result.stride()))
         return leaves[0]
     return pytree.tree_map(
         lambda y: (
@@ -116,12 +118,10 @@ def _replicated(fn: Callable[..., Any], leaves: list[Any], spec: Any) -> Any:
     )
 
 
-def _wrote(fn: Callable[..., Any], before: torch.Tensor, after: torch.Tensor) -> bool:
-    """Whether ``fn``, which returned its first argument, is an in-place op: named as PyTorch
-    names them (``add_``), or it changed the argument (``F.silu(x, inplace=True)``). An op that
-    returns its argument untouched (``x.contiguous()`` of a contiguous ``x``) is not."""
-    if getattr(fn, "__name__", "").endswith("_"):
-        return True
+def _changed(before: torch.Tensor, after: torch.Tensor) -> bool:
+    """Whether an op changed its argument: its shape, strides or values (NaN equal to NaN). One
+    that wrote nothing new (``x.add_(0)``, an in-place op on an empty ``x``) leaves the DTensor
+    as it is."""
     if (before.shape, before.stride()) != (after.shape, after.stride()):
         return True
     return not bool(torch.eq(before, after).logical_or(before.isnan() & after.isnan()).all())

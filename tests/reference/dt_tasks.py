@@ -299,7 +299,8 @@ def op_placements(ctx: RankContext, calls: list[dict[str, Any]]) -> list[dict[st
 def op_in_place(ctx: RankContext) -> dict[str, Any]:
     """The reference's dispatch of in-place calls on a 1-D mesh of the world: ``x.add_(1)`` of a
     ``P(sum)`` ``x`` whose first coordinate holds the value, ``x.t_()`` of an ``S(0)`` one, and
-    ``x.contiguous()`` (which returns its argument untouched, and writes nothing)."""
+    ``x.contiguous()`` (which returns its argument untouched, and writes nothing), and
+    ``F.silu(x, inplace=True)`` of an empty ``x`` (an in-place call that changes nothing)."""
     from reference.dtensor import ops
 
     mesh = DeviceMesh("cpu", list(range(ctx.world_size)))
@@ -311,6 +312,8 @@ def op_in_place(ctx: RankContext) -> dict[str, Any]:
     transposed = ops.call(torch.Tensor.t_, sharded)
     kept = distribute_tensor(value, mesh, pl.parse("S(0)"))
     ops.call(torch.Tensor.contiguous, kept)
+    empty = distribute_tensor(torch.zeros(0, 3), mesh, pl.parse("S(0)"))
+    silu = ops.call(lambda x: torch.nn.functional.silu(x, inplace=True), empty)
     return {
         "add_ returned x": added is partial,
         "add_": partial.full_tensor(),
@@ -318,6 +321,8 @@ def op_in_place(ctx: RankContext) -> dict[str, Any]:
         "t_ shape": list(sharded.shape),
         "t_": sharded.full_tensor(),
         "contiguous kept": pl.show(kept.placements),
+        "silu of an empty x returned x": silu is empty,
+        "silu kept": pl.show(empty.placements),
     }
 
 

@@ -51,7 +51,9 @@ def test_each_propagation_rule_gives_its_placements_and_the_single_device_value(
 @pytest.mark.rules("DT-OP-11", "DT-OP-8")
 def test_an_in_place_op_writes_its_dtensor_and_a_returned_argument_is_not_written(world_pool):
     """``x.add_(1)`` of ``P(sum)`` adds 1 to the value, not to every part; ``x.t_()`` takes the
-    new shape; both return ``x``. ``x.contiguous()`` returns its argument untouched: no write."""
+    new shape; both return ``x``. ``x.contiguous()`` returns its argument untouched: no write;
+    nor does an in-place call that changes nothing (``F.silu(x, inplace=True)`` of an empty
+    ``x``), which returns ``x`` too (DT-OP-11), whatever its name says."""
     (seen, *_) = world_pool.get(3).run(Case("dt_tasks:op_in_place")).values()
     value = global_tensor((5, 3))
     assert seen["add_ returned x"]
@@ -60,6 +62,8 @@ def test_an_in_place_op_writes_its_dtensor_and_a_returned_argument_is_not_writte
     assert seen["t_ shape"] == [3, 5]
     assert torch.equal(seen["t_"], value.t())
     assert seen["contiguous kept"] == "[S(0)]"
+    assert seen["silu of an empty x returned x"]
+    assert seen["silu kept"] == "[S(0)]"
 
 
 @pytest.mark.rules("DT-OP-12", "DT-OP-13")
