@@ -171,12 +171,13 @@ class LocalWorld:
     long in it (``conformance.world.idle``: a verdict does not depend on how loaded the machine
     is), and in wall time where the OS cannot tell, or after ``WALL_FACTOR`` times it.
     A case also ends, as a hang of the ranks yet to answer, once every one of them has slept for
-    ``grace_s`` (no thread running, next to no CPU: ``conformance.world.idle``): nothing in the
-    world can wake them, so a known hang costs the grace period, not the case timeout. That is
-    how ranks stuck in a collective a failed rank left end; a rank that still computes after
-    another raised is waited for like any other (a slow refusal is no hang: PyTorch computes
-    some propagations for seconds on one rank while the others refused at once). Where the OS
-    cannot tell, the others get ``grace_s`` more to answer once a rank has raised or died.
+    ``grace_s`` (next to no CPU, a thread awake now and then: ``conformance.world.idle``):
+    nothing in the world can wake them, so a known hang costs the grace period, not the case
+    timeout. That is how ranks stuck in a collective a failed rank left end; a rank that still
+    computes after another raised is waited for like any other (a slow refusal is no hang:
+    PyTorch computes some propagations for seconds on one rank while the others refused at
+    once). Where the OS cannot tell, the others get ``grace_s`` more to answer once a rank has
+    raised or died.
 
     ``process_group=False`` makes a sandbox: ranks that join no group, where the calls of an
     implementation that need none (metadata, placements, layouts) run apart from the driver, so
