@@ -96,6 +96,17 @@ def test_a_rank_asleep_in_a_collective_its_peers_left_is_hung_after_the_grace_pe
     assert "(asleep, hung)" in hung.describe()
 
 
+def test_a_rank_with_many_groups_asleep_in_a_collective_is_hung_after_the_grace_period():
+    """28 groups more (89 threads, near MAX_NEW_RANK_THREADS): their threads keep waking, yet the
+    rank does no work, and the case still ends after the grace period."""
+    with LocalWorld(2, case_timeout_s=SLOW_TIMEOUT_S, grace_s=GRACE_S) as world:
+        case = Case("world_tasks:stuck_in_collective", {"rank": 0, "groups": 28})
+        result = run_fault(world, case)
+    assert [type(o) for o in result.outcomes] == [Hung, Returned]
+    assert result.outcomes[0].asleep
+    assert GRACE_S <= result.outcomes[0].waited_s < SLOW_TIMEOUT_S
+
+
 def test_ranks_asleep_in_a_collective_wait_as_long_as_a_peer_still_computes(world4):
     """Three ranks sleep in an all-reduce longer than the grace period while rank 1 computes:
     a rank that runs can still wake them, so this is no hang."""

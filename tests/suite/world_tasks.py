@@ -105,8 +105,12 @@ def hang(ctx: RankContext, rank: int) -> int:
     return ctx.rank
 
 
-def stuck_in_collective(ctx: RankContext, rank: int) -> int:
-    """``rank`` enters an all-reduce that its peers, who return, never join."""
+def stuck_in_collective(ctx: RankContext, rank: int, groups: int = 0) -> int:
+    """``rank`` enters an all-reduce that its peers, who return, never join; first every rank
+    builds ``groups`` more process groups and uses each once, whose threads then wake now and
+    then, as a rank's do after many cases' meshes."""
+    for group in [dist.new_group() for _ in range(groups)]:
+        dist.all_reduce(torch.ones(1), group=group)
     if ctx.rank == rank:
         dist.all_reduce(torch.ones(1))
     return ctx.rank
