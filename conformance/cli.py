@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
-from conformance import options, paths
+from conformance import hash_seed, options, paths
 
 SUITE = Path(__file__).parent / "suite"
 
@@ -35,8 +35,8 @@ count = options.argparse_type(options.count)
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None and sys.argv[1:2] == ["findings"]:
-        _pin_hash_seed()
+    if argv is None:
+        hash_seed.pin()
     parser = _Parser(prog="python -m conformance", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -321,16 +321,6 @@ def _matrix(args: argparse.Namespace, extra: list[str]) -> int:
     else:
         print(page, end="")
     return 0
-
-
-def _pin_hash_seed() -> None:
-    """Restart this command under ``findings.HASH_SEED`` unless it runs under it: forked ranks
-    inherit the interpreter's hash secret, which only a new interpreter sets."""
-    from conformance.findings import HASH_SEED
-
-    if os.environ.get("PYTHONHASHSEED") != HASH_SEED:
-        os.environ["PYTHONHASHSEED"] = HASH_SEED
-        os.execv(sys.executable, [sys.executable, "-m", "conformance", *sys.argv[1:]])
 
 
 def _findings(args: argparse.Namespace, extra: list[str]) -> int:

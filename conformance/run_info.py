@@ -14,7 +14,7 @@ import hypothesis
 import torch
 from hypothesis import settings
 
-from conformance import profiles
+from conformance import hash_seed, profiles
 
 
 def torch_build() -> str:
@@ -50,6 +50,7 @@ def collect(
         "world sizes": world_sizes,
         "profile": hypothesis_profile(),
         "hypothesis": hypothesis.__version__,
+        "hash seed": hash_seed.describe(),
         "known failures": known_failures,
     }
 

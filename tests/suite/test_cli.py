@@ -48,6 +48,54 @@ def test_replay_prints_every_ranks_outcome():
     ]
 
 
+@pytest.mark.parametrize("seed", [None, "random", "1"])
+def test_every_rank_hashes_under_the_pinned_seed_whatever_the_callers(seed):
+    """PyTorch's choice among equally cheap strategies follows string hashing: a command of the
+    suite restarts itself under one hash seed, which its forked ranks inherit."""
+    from conformance import hash_seed
+
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    if seed is not None:
+        environment["PYTHONHASHSEED"] = seed
+    pinned = subprocess.run(
+        [sys.executable, "-c", "print(hash('shardspec'))"],
+        capture_output=True,
+        text=True,
+        env={**environment, "PYTHONHASHSEED": hash_seed.SEED},
+        check=True,
+    ).stdout.strip()
+    case = json.dumps({"task": "world_tasks:string_hash", "args": {"text": "shardspec"}})
+    environment["PYTHONPATH"] = os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-m", "conformance", "replay", "--task-module", "world_tasks",
+         "--world-size", "2", case],
+        capture_output=True, text=True, timeout=120, env=environment,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"rank {r}: returned {pinned}" for r in (0, 1)]
+
+
+@pytest.mark.parametrize("seed", [None, "1"])
+def test_a_command_restarts_itself_with_its_arguments_once(monkeypatch, seed):
+    """The restart keeps the command line and happens once: under the pinned seed, ``pin`` is
+    a no-op (a launcher's rank, the restarted command itself)."""
+    from conformance import hash_seed
+
+    if seed is None:
+        monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    else:
+        monkeypatch.setenv("PYTHONHASHSEED", seed)
+    monkeypatch.setattr(sys, "argv", ["conformance", "findings", "check", "some-id"])
+    restarted = []
+    monkeypatch.setattr(hash_seed.os, "execv", lambda path, argv: restarted.append(argv))
+    hash_seed.pin()
+    assert restarted == [[sys.executable, "-m", "conformance", "findings", "check", "some-id"]]
+    assert os.environ["PYTHONHASHSEED"] == hash_seed.SEED
+    restarted.clear()
+    hash_seed.pin()
+    assert restarted == []
+
+
 @pytest.mark.parametrize("bench", ["sharded_tensor", "dtensor"])
 def test_a_reference_bench_runs_on_the_world_its_options_name(bench):
     """The benches take their world from the command line, as on a GPU runner (``--backend

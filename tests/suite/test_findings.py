@@ -220,25 +220,3 @@ def test_replay_prints_the_program_and_each_ranks_outcome_beside_the_spec(tmp_pa
     assert "from torch.distributed.tensor import DeviceMesh" in done.stdout
     assert "t.gather(dst=0, out=out)" in done.stdout
     assert "rank 0: returns [904623.3125]    (the spec: returns [904623.3])" in done.stdout
-
-
-@pytest.mark.parametrize("seed", [None, "1"])
-def test_findings_commands_restart_under_the_pinned_hash_seed(monkeypatch, seed):
-    """PyTorch's choice among equal strategies follows string hashing: a record replays under
-    one hash seed, whatever the caller's."""
-    from conformance import cli
-    from conformance.findings import HASH_SEED
-
-    if seed is None:
-        monkeypatch.delenv("PYTHONHASHSEED", raising=False)
-    else:
-        monkeypatch.setenv("PYTHONHASHSEED", seed)
-    monkeypatch.setattr(sys, "argv", ["conformance", "findings", "check", "some-id"])
-    restarted = []
-    monkeypatch.setattr(cli.os, "execv", lambda path, argv: restarted.append(argv))
-    cli._pin_hash_seed()
-    assert restarted == [[sys.executable, "-m", "conformance", "findings", "check", "some-id"]]
-    assert cli.os.environ["PYTHONHASHSEED"] == HASH_SEED
-    restarted.clear()
-    cli._pin_hash_seed()
-    assert restarted == []

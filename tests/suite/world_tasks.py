@@ -18,6 +18,11 @@ def whoami(ctx: RankContext) -> list[int]:
     return [ctx.rank, ctx.world_size]
 
 
+def string_hash(ctx: RankContext, text: str) -> int:
+    """What ``hash`` gives in this rank, which only the interpreter's hash seed decides."""
+    return hash(text)
+
+
 def all_reduce_sum(ctx: RankContext, length: int) -> torch.Tensor:
     tensor = torch.full((length,), float(ctx.rank + 1), dtype=torch.float64)
     dist.all_reduce(tensor)
