@@ -4,7 +4,10 @@ A record holds a minimal PyTorch program (``snippet``), the world size it runs o
 spec requires on each rank (``spec``) and the outcome each release gives (``releases``). An
 outcome is ``returns <repr of result>``, ``raises <exception type>``, ``hangs`` or ``dies``; a
 list of one outcome stands for every rank. Whether a release conforms, and how it deviates, is
-derived from these outcomes, never written by hand.
+derived from these outcomes, never written by hand. A release whose outcome breaks only some of
+the record's rules names them (``breaks``): 2.11.0 refusing where 2.13.0 writes a wrong value
+breaks the refusal rule, not the value's; an empty list is an outcome the spec allows too (the
+``NotImplementedError`` refusal of DT-OP-7).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class Record:
     note: str = ""
     upstream: tuple[dict[str, str], ...] = ()
     distinct_from: dict[str, str] = field(default_factory=dict)
+    breaks_in: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def per_rank(self, outcomes: tuple[str, ...]) -> tuple[str, ...]:
         """``outcomes`` with one entry per rank (a single entry stands for every rank)."""
@@ -53,8 +57,15 @@ class Record:
         older = [r for r in ordered if release_key(r) < wanted]
         return (same or older or ordered[:1])[-1]
 
+    def breaks(self, release: str) -> tuple[str, ...]:
+        """The rules ``release``'s outcome breaks: none where it is the spec's, else the ones
+        the record names for it, else all of ``rules``."""
+        if self.per_rank(self.releases[release]) == self.per_rank(self.spec):
+            return ()
+        return self.breaks_in.get(release, self.rules)
+
     def deviates(self, release: str) -> bool:
-        return self.per_rank(self.releases[release]) != self.per_rank(self.spec)
+        return bool(self.breaks(release))
 
 
 def load_all(root: Path = RECORDS) -> list[Record]:
@@ -89,6 +100,7 @@ def _load(path: Path, schema: dict[str, Any]) -> Record:
         note=data.get("note", ""),
         upstream=tuple(data.get("upstream", ())),
         distinct_from=data.get("distinct_from", {}),
+        breaks_in={release: tuple(r) for release, r in data.get("breaks", {}).items()},
     )
     problems = []
     if path.stem != record.id:
@@ -98,6 +110,13 @@ def _load(path: Path, schema: dict[str, Any]) -> Record:
         if len(outcomes) not in (1, record.world_size):
             problems.append(f"{where}: {len(outcomes)} outcomes for {record.world_size} rank(s)")
         problems += [f"{where}: {o!r} is no outcome" for o in outcomes if not OUTCOME.fullmatch(o)]
+    for release, broken in record.breaks_in.items():
+        if release not in record.releases:
+            problems.append(f"breaks: {release} is no release it records")
+        elif record.per_rank(record.releases[release]) == record.per_rank(record.spec):
+            problems.append(f"breaks: {release} gives the spec's outcome, which breaks nothing")
+        problems += [f"breaks: {release}: {r!r} is not one of its rules" for r in broken
+                     if r not in record.rules]  # fmt: skip
     for release in record.releases:
         try:
             release_key(release)

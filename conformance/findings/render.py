@@ -76,16 +76,21 @@ def _kind(outcome: str) -> str:
 
 def releases_text(record: Record) -> str:
     """What each release does, releases with the same outcomes together."""
-    by_outcome: dict[tuple[str, ...], list[str]] = {}
+    by_outcome: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
     for release in sorted(record.releases, key=release_key):
-        by_outcome.setdefault(record.per_rank(record.releases[release]), []).append(release)
+        key = (record.per_rank(record.releases[release]), record.breaks(release))
+        by_outcome.setdefault(key, []).append(release)
+
+    def does(outcomes: tuple[str, ...], broken: tuple[str, ...]) -> str:
+        text = verdict.describe(record, outcomes)
+        if text == "conforms" or broken == record.rules:
+            return text
+        return text + (f" (breaks {', '.join(broken)})" if broken else ", which the spec allows")
+
     if len(by_outcome) == 1:
-        ((outcomes, releases),) = by_outcome.items()
-        return f"{_span(releases)}: {verdict.describe(record, outcomes)}"
-    return "; ".join(
-        f"**{_span(releases)}**: {verdict.describe(record, outcomes)}"
-        for outcomes, releases in by_outcome.items()
-    )
+        ((key, releases),) = by_outcome.items()
+        return f"{_span(releases)}: {does(*key)}"
+    return "; ".join(f"**{_span(releases)}**: {does(*key)}" for key, releases in by_outcome.items())
 
 
 def _span(releases: Sequence[str]) -> str:
@@ -115,7 +120,7 @@ def not_drawn(records: Sequence[Record], verdicts: dict[str, dict[str, str]]) ->
     for record in records:
         releases = [
             r for r in sorted(record.releases, key=release_key)
-            if r in verdicts and record.deviates(r) and quiet(r, record.rules)
+            if r in verdicts and record.deviates(r) and quiet(r, record.breaks(r))
         ]  # fmt: skip
         if releases:
             found.append((record, releases))

@@ -67,24 +67,23 @@ def kinds(record: Record, release: str) -> frozenset[str]:
 
 
 def duplicates(records: Sequence[Record]) -> list[str]:
-    """Pairs of records that share a rule (other than the ``UMBRELLA`` rules) and deviate with
-    the same symptom in some release, unless one declares, with a reason, that it is
-    ``distinct_from`` the other."""
+    """Pairs of records that break a rule (other than the ``UMBRELLA`` rules) in one release with
+    the same symptom, unless one declares, with a reason, that it is ``distinct_from`` the other."""
     found = []
     for i, a in enumerate(records):
         for b in records[i + 1 :]:
             if b.id in a.distinct_from or a.id in b.distinct_from:
                 continue
-            shared = sorted((set(a.rules) & set(b.rules)) - UMBRELLA)
+
+            def shared(release: str, a: Record = a, b: Record = b) -> set[str]:
+                return (set(a.breaks(release)) & set(b.breaks(release))) - UMBRELLA
+
             releases = sorted(set(a.releases) & set(b.releases))
-            same = [
-                r
-                for r in releases
-                if a.deviates(r) and b.deviates(r) and kinds(a, r) == kinds(b, r)
-            ]
-            if shared and same:
+            same = [r for r in releases if shared(r) and kinds(a, r) == kinds(b, r)]
+            if same:
                 found.append(
-                    f"{a.id} and {b.id}: {', '.join(shared)} with the same symptom "
+                    f"{a.id} and {b.id}: {', '.join(sorted(set().union(*map(shared, same))))} "
+                    "with the same symptom "
                     f"({symptoms.render(symptoms.parse(', '.join(sorted(kinds(a, same[0])))))}) "
                     f"in {', '.join(same)}: one behaviour, one record (or say why in "
                     "distinct_from)"

@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,12 @@ def test_every_record_loads_and_names_rules_of_the_spec():
         ({"releases": {"2.13.0": ["crashes"]}}, "2.13.0: 'crashes' is no outcome"),
         ({"releases": {"latest": ["hangs"]}}, "does not start with a version number"),
         ({"distinct_from": {"nothing-here": "why"}}, "distinct_from names no record"),
+        ({"breaks": {"2.13.0": ["ST-GATHER-1"]}}, "'ST-GATHER-1' is not one of its rules"),
+        ({"breaks": {"2.12.1": []}}, "breaks: 2.12.1 is no release it records"),
+        (
+            {"breaks": {"2.13.0": []}, "releases": {"2.13.0": ["returns [3.0]"]}},
+            "breaks: 2.13.0 gives the spec's outcome, which breaks nothing",
+        ),
     ],
 )
 def test_a_record_that_is_not_one_is_refused_naming_its_file(tmp_path, change, complaint):
@@ -101,6 +108,35 @@ def test_how_a_release_deviates_is_derived_from_each_ranks_outcome():
     assert verdict.describe(r, r.spec) == "conforms"
     assert verdict.symptom(r, r.spec) == frozenset()
     assert_expected_inline(verdict.describe(r, ("raises IndexError",)), """raise `IndexError`""")
+
+
+def test_a_release_breaks_the_rules_its_record_names_for_it_and_an_allowed_outcome_none():
+    """2.11.0 refusing where 2.13.0 writes a wrong value breaks the refusal rule alone; an
+    outcome the spec allows too (a ``NotImplementedError`` refusal) breaks nothing."""
+    r = record(
+        rules=("DT-OP-1", "DT-OP-7"),
+        releases={
+            "2.11.0": ("raises RuntimeError",),
+            "2.12.1": ("raises NotImplementedError",),
+            "2.13.0": ("returns 2",),
+            "2.14.1": ("returns 1",),
+        },
+        breaks_in={"2.11.0": ("DT-OP-7",), "2.12.1": ()},
+    )
+    assert [r.breaks(release) for release in r.releases] == [
+        ("DT-OP-7",), (), ("DT-OP-1", "DT-OP-7"), ()
+    ]  # fmt: skip
+    assert [r.deviates(release) for release in r.releases] == [True, False, True, False]
+    assert_expected_inline(
+        "\n".join(render.releases_text(r).split("; ")),
+        """\
+**2.11.0**: raise `RuntimeError` (breaks DT-OP-7)
+**2.12.1**: raise `NotImplementedError`, which the spec allows
+**2.13.0**: return `2`
+**2.14.1**: conforms""",
+    )
+    passed = {"2.11.0": {"DT-OP-7": "pass", "DT-OP-1": "xfail"}}
+    assert render.not_drawn([r], passed) == [(r, ["2.11.0"])]
 
 
 def test_a_finding_goes_in_the_section_of_how_it_shows_in_the_newest_release_it_holds_in():
@@ -146,6 +182,11 @@ def test_two_records_of_one_rule_with_the_same_symptom_are_one_behaviour_told_tw
     one = record(id="e", rules=("ST-GATHER-4", "ERR-6"), releases=split)
     two = record(id="f", rules=("ST-GATHER-5", "ERR-6"), releases=split)
     assert verdict.duplicates([one, two]) == []
+    # a shared rule the one release breaks in the other record only is no shared behaviour
+    both = record(id="g", rules=("ST-GATHER-1", "ST-GATHER-2"), releases=a.releases)
+    assert verdict.duplicates([a, both]) != []
+    narrowed = replace(both, breaks_in={"2.13.0": ("ST-GATHER-2",)})
+    assert verdict.duplicates([a, narrowed]) == []
 
 
 def test_findings_md_is_rendered_from_the_records():

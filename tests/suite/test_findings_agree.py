@@ -23,9 +23,8 @@ def broken_in(release: str) -> dict[str, set[str]]:
     """Each rule to the ids of the records that deviate on it in ``release``."""
     found: dict[str, set[str]] = {}
     for record in records.load_all():
-        if record.deviates(record.recorded_for(release)):
-            for rule in record.rules:
-                found.setdefault(rule, set()).add(record.id)
+        for rule in record.breaks(record.recorded_for(release)):
+            found.setdefault(rule, set()).add(record.id)
     return found
 
 
