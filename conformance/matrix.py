@@ -31,6 +31,7 @@ class Run:
     header: dict[str, str]
     columns: Table  # by rule
     ops: Table = field(default_factory=dict)  # by op
+    hash_seeds: frozenset[str] = frozenset()  # each part's (conformance.hash_seed)
 
     @property
     def cells(self) -> dict[str, str]:
@@ -63,12 +64,14 @@ def load_runs(folder: Path) -> list[Run]:
             header=header,
             columns=data["rules"],
             ops=data.get("ops", {}),
+            hash_seeds=frozenset([header.get("hash seed", "not recorded").split(" (")[0]]),
         )
         key = (run.implementation, run.release)
         if key in merged:
             first = merged[key]
             run = Run(run.implementation, run.release, first.header,
-                      _merged(first.columns, run.columns), _merged(first.ops, run.ops))  # fmt: skip
+                      _merged(first.columns, run.columns), _merged(first.ops, run.ops),
+                      first.hash_seeds | run.hash_seeds)  # fmt: skip
         merged[key] = run
     return sorted(merged.values(), key=lambda r: (release_key(r.release), r.implementation))
 
@@ -102,14 +105,16 @@ def render(runs: list[Run], command: str) -> str:
         "",
         "## Runs",
         "",
-        "| release | build | known failures | PyTorch's rules | the reference's rules |",
-        "| --- | --- | --- | --- | --- |",
+        "| release | build | known failures | hash seed | PyTorch's rules "
+        "| the reference's rules |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for run in torch_runs:
         reference = next((r for r in reference_runs if r.release == run.release), None)
         lines.append(
             f"| {run.release} | {run.header['torch']} | {run.header['known failures']} "
-            f"| {_counts(run.summary)} | {_counts(reference.summary) if reference else 'not run'} |"
+            f"| {', '.join(sorted(run.hash_seeds))} | {_counts(run.summary)} "
+            f"| {_counts(reference.summary) if reference else 'not run'} |"
         )
     lines += [
         "",

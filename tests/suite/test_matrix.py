@@ -13,10 +13,12 @@ MATRIX = Path(matrix.__file__).parent / "MATRIX.md"
 
 
 def write_report(
-    folder: Path, implementation: str, torch: str, cells: dict[str, dict], ops=None
+    folder: Path, implementation: str, torch: str, cells: dict[str, dict], ops=None, seed=None
 ) -> None:
     folder.mkdir(parents=True)
     header = {"implementation": implementation, "torch": torch, "known failures": "k"}
+    if seed:
+        header["hash seed"] = seed
     data = {"run": header, "rules": cells, "summary": {"pass": 1}, "ops": ops or {}}
     (folder / "rules.json").write_text(json.dumps(data))
 
@@ -42,7 +44,7 @@ def test_the_page_orders_releases_by_number_and_shows_each_rule(tmp_path):
     ]
     page = matrix.render(runs, "python -m conformance matrix DIR")
     assert "| ST-SPEC-2 | xfail | pass |" in page
-    assert "| 2.13.0 | 2.13.0+cpu (CPU build) | k | 1 pass | 1 pass |" in page
+    assert "| 2.13.0 | 2.13.0+cpu (CPU build) | k | not recorded | 1 pass | 1 pass |" in page
 
 
 def test_runs_of_one_release_in_parts_count_as_one_with_the_worst_verdict_per_cell(tmp_path):
@@ -50,16 +52,18 @@ def test_runs_of_one_release_in_parts_count_as_one_with_the_worst_verdict_per_ce
     the parts' verdicts, and the per-op table below the rules' table, which rule_verdicts alone
     reads back."""
     cpu = "2.13.0+cpu (CPU build)"
-    write_report(tmp_path / "a", "torch", cpu, {"ERR-6": {"gloo ws2": "pass"}})
+    write_report(tmp_path / "a", "torch", cpu, {"ERR-6": {"gloo ws2": "pass"}}, seed="0 (pinned)")
     write_report(
         tmp_path / "b",
         "torch",
         cpu,
         {"ERR-6": {"gloo ws2": "xfail"}, "DT-OP-7": {"gloo ws1": "pass"}},
         ops={"add": {"gloo ws1": "pass", "gloo ws2": "xfail"}, "mm": {"gloo ws1": "pass"}},
+        seed="random (not pinned)",
     )
     (run,) = matrix.load_runs(tmp_path)
     assert run.cells == {"ERR-6": "xfail", "DT-OP-7": "pass"}
+    assert run.hash_seeds == {"0", "random"}
     assert run.summary == {"xfail": 1, "pass": 1}
     page = matrix.render([run], "python -m conformance matrix DIR")
     assert "| add | xfail |\n| mm | pass |" in page
