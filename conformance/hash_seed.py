@@ -11,6 +11,7 @@ and every rank (forked ranks inherit the interpreter's hash secret, spawned ones
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 
@@ -22,6 +23,8 @@ def pin() -> None:
     only a new interpreter reads the variable."""
     if os.environ.get("PYTHONHASHSEED") != SEED:
         os.environ["PYTHONHASHSEED"] = SEED
+        if not isinstance(getattr(sys.stdout, "buffer", None), io.BufferedWriter):
+            os.environ["PYTHONUNBUFFERED"] = "1"  # -u (a launcher's ranks): keep it unbuffered
         os.execv(sys.executable, [sys.executable, "-m", "conformance", *sys.argv[1:]])
 
 

@@ -85,6 +85,7 @@ def test_a_command_restarts_itself_with_its_arguments_once(monkeypatch, seed):
         monkeypatch.delenv("PYTHONHASHSEED", raising=False)
     else:
         monkeypatch.setenv("PYTHONHASHSEED", seed)
+    monkeypatch.setenv("PYTHONUNBUFFERED", "1")  # the restart may set it (a -u caller's)
     monkeypatch.setattr(sys, "argv", ["conformance", "findings", "check", "some-id"])
     restarted = []
     monkeypatch.setattr(hash_seed.os, "execv", lambda path, argv: restarted.append(argv))
