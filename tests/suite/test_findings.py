@@ -189,6 +189,11 @@ def test_two_records_of_one_rule_with_the_same_symptom_are_one_behaviour_told_tw
     assert verdict.duplicates([a, narrowed]) == []
 
 
+def test_no_two_records_tell_one_behaviour():
+    """``findings check`` refuses duplicates too; this finds them without running a program."""
+    assert verdict.duplicates(records.load_all()) == []
+
+
 def test_findings_md_is_rendered_from_the_records():
     """``python -m conformance findings render --out conformance/FINDINGS.md`` makes it."""
     assert FINDINGS.read_text() == render.page(records.load_all())
