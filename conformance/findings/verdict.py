@@ -74,18 +74,20 @@ def duplicates(records: Sequence[Record]) -> list[str]:
         for b in records[i + 1 :]:
             if b.id in a.distinct_from or a.id in b.distinct_from:
                 continue
-
-            def shared(release: str, a: Record = a, b: Record = b) -> set[str]:
-                return (set(a.breaks(release)) & set(b.breaks(release))) - UMBRELLA
-
             releases = sorted(set(a.releases) & set(b.releases))
-            same = [r for r in releases if shared(r) and kinds(a, r) == kinds(b, r)]
+            same = [r for r in releases if _shared(a, b, r) and kinds(a, r) == kinds(b, r)]
             if same:
+                rules = set().union(*(_shared(a, b, r) for r in same))
                 found.append(
-                    f"{a.id} and {b.id}: {', '.join(sorted(set().union(*map(shared, same))))} "
+                    f"{a.id} and {b.id}: {', '.join(sorted(rules))} "
                     "with the same symptom "
                     f"({symptoms.render(symptoms.parse(', '.join(sorted(kinds(a, same[0])))))}) "
                     f"in {', '.join(same)}: one behaviour, one record (or say why in "
                     "distinct_from)"
                 )
     return found
+
+
+def _shared(a: Record, b: Record, release: str) -> set[str]:
+    """The rules, other than the ``UMBRELLA`` ones, that both records break in ``release``."""
+    return (set(a.breaks(release)) & set(b.breaks(release))) - UMBRELLA
