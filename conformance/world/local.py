@@ -390,6 +390,29 @@ class LocalWorld:
         asleep = False
         sleep = SleepWatch(max(self.grace_s, _MIN_SLEEP_S))
         last_answer = started
+
+        def take(ready: list[Any], watched: dict[Any, int]) -> None:
+            nonlocal first_failure, last_answer
+            for each in ready:
+                rank = watched[each]
+                if rank in outcomes:
+                    continue
+                outcome = self._receive(rank, marks[rank])
+                if outcome is None:
+                    continue
+                outcomes[rank] = outcome
+                last_answer = time.monotonic()
+                if not isinstance(outcome, Returned) and first_failure is None:
+                    first_failure = time.monotonic()
+
+        # Most cases end within a sampling period: their answers are taken before any look at
+        # /proc, which costs the driver more than the case where ranks share the cores with it.
+        while len(outcomes) < self.world_size:
+            left = started + _SAMPLE_EVERY_S - time.monotonic()
+            if left <= 0:
+                break
+            watched = self._watched(outcomes)
+            take(wait(list(watched), left), watched)
         while len(outcomes) < self.world_size:
             now = time.monotonic()
             limit = started + timeout_s * WALL_FACTOR
@@ -409,26 +432,22 @@ class LocalWorld:
             asleep = quiet and all(sleep.asleep(self._procs[rank].pid) for rank in waiting)
             if remaining <= 0 or computed_enough or asleep:
                 break
-            watched: dict[Any, int] = {}
-            for rank in waiting:
-                watched[self._conns[rank]] = rank
-                watched[self._procs[rank].sentinel] = rank
-            for ready in wait(list(watched), min(remaining, _SAMPLE_EVERY_S)):
-                rank = watched[ready]
-                if rank in outcomes:
-                    continue
-                outcome = self._receive(rank, marks[rank])
-                if outcome is None:
-                    continue
-                outcomes[rank] = outcome
-                last_answer = time.monotonic()
-                if not isinstance(outcome, Returned) and first_failure is None:
-                    first_failure = time.monotonic()
+            watched = self._watched(outcomes)
+            take(wait(list(watched), min(remaining, _SAMPLE_EVERY_S)), watched)
         waited = time.monotonic() - started
         hung = [rank for rank in range(self.world_size) if rank not in outcomes]
         for rank, stack in zip(hung, self._dump_stacks(hung), strict=True):
             outcomes[rank] = Hung(rank, waited, stack, asleep)
         return tuple(outcomes[rank] for rank in range(self.world_size))
+
+    def _watched(self, outcomes: dict[int, Outcome]) -> dict[Any, int]:
+        """The pipe and the sentinel of each rank yet to answer, to the rank."""
+        watched: dict[Any, int] = {}
+        for rank in range(self.world_size):
+            if rank not in outcomes:
+                watched[self._conns[rank]] = rank
+                watched[self._procs[rank].sentinel] = rank
+        return watched
 
     def _receive(self, rank: int, mark: int) -> Outcome | None:
         conn, proc = self._conns[rank], self._procs[rank]

@@ -157,8 +157,11 @@ class DTensor:
         """The logical value on every in-mesh rank (DT-API-12): a redistribution to all ``R``,
         whose gradient arrives laid out by ``grad_placements`` (default: all ``R``,
         DT-GRAD-3)."""
-        replicated = self.redistribute(placements=[Replicate()] * self._mesh.ndim)
-        return replicated.to_local(grad_placements=grad_placements)
+        # Every rank asks for the same target, so no verdict is exchanged: the one check that
+        # can refuse it (DT-REDIST-9) reads metadata every rank shares, and refuses on each.
+        target = (Replicate(),) * self._mesh.ndim
+        self._require_reachable(target)
+        return self._moved(target).to_local(grad_placements=grad_placements)
 
     def _normalized(self, placements: Sequence[Placement]) -> tuple[Placement, ...]:
         return normalize(placements, self.ndim, self._mesh.ndim)
@@ -180,13 +183,7 @@ class DTensor:
             if placements is None:
                 raise ValueError("[DT-REDIST-10] redistribute needs target placements")
             target = normalize(placements, self.ndim, self._mesh.ndim)
-            for source_p, target_p in zip(self._placements, target, strict=True):
-                # DT-REDIST-7
-                if target_p == Partial("product") and source_p != target_p:
-                    raise ValueError("[DT-REDIST-7] cannot partition a value into P(product)")
-                # DT-REDIST-9
-                if source_p == Partial("avg") != target_p and not self.dtype.is_floating_point:
-                    raise ValueError(f"[DT-REDIST-9] cannot average {self.dtype} partials")
+            self._require_reachable(target)
             return target
 
         error, target = verdict.check(validate)
@@ -194,12 +191,28 @@ class DTensor:
             # DT-REDIST-14: ranks outside the mesh neither wait nor move data.
             if error:
                 raise error
-            return DTensor(self._local, self._mesh, target, self._shape, self._stride)
+            return self._moved(target)
         facts = verdict.exchange(self._mesh.mesh_group, error, show(target) if target else None)
         verdict.require_same(facts, "DT-API-15", "the target placements")
-        local = autograd.Redistribute.apply(
-            self._local, self._mesh, self._shape, self._placements, target
-        )
+        return self._moved(target)
+
+    def _require_reachable(self, target: Sequence[Placement]) -> None:
+        for source_p, target_p in zip(self._placements, target, strict=True):
+            # DT-REDIST-7
+            if target_p == Partial("product") and source_p != target_p:
+                raise ValueError("[DT-REDIST-7] cannot partition a value into P(product)")
+            # DT-REDIST-9
+            if source_p == Partial("avg") != target_p and not self.dtype.is_floating_point:
+                raise ValueError(f"[DT-REDIST-9] cannot average {self.dtype} partials")
+
+    def _moved(self, target: tuple[Placement, ...]) -> DTensor:
+        """This DTensor with ``target`` placements, its data moved (``redistribute.py``); on a
+        rank outside the mesh, nothing moves (DT-REDIST-14)."""
+        local = self._local
+        if self._mesh.get_coordinate() is not None:
+            local = autograd.Redistribute.apply(
+                self._local, self._mesh, self._shape, self._placements, target
+            )
         return DTensor(local, self._mesh, target, self._shape, self._stride)
 
     # -- construction from local tensors --------------------------------------------------------

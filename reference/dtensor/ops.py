@@ -9,7 +9,7 @@ there two ways:
    an elementwise op keeps a common sharding (``_elementwise``); a sum over a sharded dim leaves
    partial sums (``_sum``); a matrix product's contraction dim leaves partial sums
    (``_matrix_product``); a transpose moves a shard with its dim (``_transpose``).
-2. **Replicated**, always correct: bring every DTensor input to ``R`` (``redistribute``), run
+2. **Replicated**, always correct: bring every DTensor input to ``R`` (``full_tensor``), run
    ``fn`` on the full tensors, and return ``R`` outputs (``_replicated``).
 
 Either way, an output's global metadata is what the single-device program gives: the replicated
@@ -130,7 +130,7 @@ def _changed(before: torch.Tensor, after: torch.Tensor) -> bool:
 def _full_tensor_with_global_strides(d: DTensor) -> torch.Tensor:
     """``d``'s full tensor in a new tensor with ``d``'s global strides (``fn`` may write it: it
     is no input's local tensor, DT-OP-8)."""
-    full = d.redistribute(placements=[Replicate()] * d.device_mesh.ndim).to_local()
+    full = d.full_tensor()
     return torch.empty_strided(d.shape, d.stride(), dtype=d.dtype, device=full.device).copy_(full)
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
+import torch
 from expecttest import TestCase
 
 from conformance.world import Case, CaseFailed, CaseResult, Died, Hung, Raised, Returned
+from conformance.world.rank import encode
 
 
 def test_a_case_round_trips_through_json():
@@ -29,6 +33,34 @@ def test_raised_reads_the_rule_id_from_the_message():
     assert raised.is_a("ValueError")
     assert not raised.is_a("TypeError")
     assert Raised(0, ("ValueError",), "no id here", "").rule is None
+
+
+@pytest.mark.parametrize(
+    "tensor",
+    [
+        torch.tensor([[1.5, -0.0], [float("nan"), float("-inf")]]),
+        torch.tensor(7, dtype=torch.int64),
+        torch.zeros(2, 0, 3),
+        torch.tensor([True, False]),
+        torch.tensor([1.0, 2.5], dtype=torch.bfloat16),
+        torch.tensor([2**63 - 1, -(2**63)]),
+        torch.arange(12.0).reshape(3, 4).t(),  # strides of its own: pickled as ever
+        torch.arange(6.0)[2:5],  # contiguous, at an offset into a larger storage
+        torch.ones(2, 1, 3)[:, :, :].as_strided((2, 1, 3), (3, 5, 1)),  # a size-1 dim's stride
+    ],
+    ids=["special floats", "0-d", "empty", "bool", "bfloat16", "int64 ends", "transposed",
+         "offset", "odd stride of a size-1 dim"],
+)  # fmt: skip
+def test_an_outcome_carries_each_tensor_back_bit_for_bit(tensor):
+    """Outcomes pickle contiguous tensors as raw bytes (``rank.encode``): dtype, shape, strides
+    and every bit (NaN, -0.0) arrive as sent."""
+    back = pickle.loads(encode(Returned(1, {"x": [tensor]}))).value["x"][0]
+    assert (back.dtype, back.shape, back.stride()) == (tensor.dtype, tensor.shape, tensor.stride())
+
+    def bits(t: torch.Tensor) -> torch.Tensor:
+        return t.contiguous().reshape(-1).view(torch.uint8)
+
+    assert torch.equal(bits(back), bits(tensor))
 
 
 def test_values_returns_every_rank_in_rank_order():

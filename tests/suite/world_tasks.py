@@ -234,6 +234,17 @@ def threads(ctx: RankContext) -> int:
     return torch.get_num_threads()
 
 
-def unreadable_reply(ctx: RankContext) -> torch.Tensor:
-    """A reply pickle writes and cannot read back (a uint64 storage), on rank 0 only."""
-    return torch.zeros(2, dtype=torch.uint64 if ctx.rank == 0 else torch.int64)
+class _Unreadable:
+    """An object pickle writes and cannot read back: loading it raises."""
+
+    def __reduce__(self) -> tuple:
+        return (_refuse_to_load, ())
+
+
+def _refuse_to_load() -> None:
+    raise RuntimeError("this reply cannot be read back")
+
+
+def unreadable_reply(ctx: RankContext) -> object:
+    """A reply pickle writes and cannot read back, on rank 0 only."""
+    return _Unreadable() if ctx.rank == 0 else None
