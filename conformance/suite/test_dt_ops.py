@@ -272,11 +272,19 @@ def op_case(world_pool, run_case):
     """``run_case("ops:apply", ...)`` on a world that has imported OpInfo; the driver imports it
     here, before the test changes its Hypothesis settings (OpInfo registers profiles)."""
     catalogue.load()
+    warmed: set[tuple[int, int]] = set()
 
     def run(world_size: int, **args: Any) -> Any:
-        warmed = world_pool.get(world_size).run(Case(WARM), timeout_s=WARM_TIMEOUT_S)
-        if not warmed.ok:
-            raise HarnessError(warmed.report("the ranks could not import OpInfo"))
+        world = world_pool.get(world_size)
+        # A local world's ranks, once started, keep what they imported: its start count says
+        # whether these are the processes that were warmed (a fault replaces them).
+        started = getattr(world, "starts", None)
+        if not (getattr(world, "running", False) and (id(world), started) in warmed):
+            done = world.run(Case(WARM), timeout_s=WARM_TIMEOUT_S)
+            if not done.ok:
+                raise HarnessError(done.report("the ranks could not import OpInfo"))
+            if started is not None:
+                warmed.add((id(world), world.starts))
         return run_case("ops:apply", world_size, **args)
 
     return run
