@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-from conformance import covering, edges, pairwise, profiles
+from conformance import covering, edges, op_cover, pairwise, profiles
 from conformance.world import harness
 
 _COVER = pytest.StashKey[list]()
@@ -37,7 +37,11 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
     families = families_of(item)
     size = pairwise.POOL.get(item.config.getoption("hypothesis_profile", None) or "quick", 0)
     test = getattr(item, "obj", None)
-    if size and len(set(families)) > 1 and getattr(test, "is_hypothesis_test", False):
+    per_op = item.get_closest_marker("op_cover")
+    callspec = getattr(item, "callspec", None)
+    if size and per_op and callspec is not None and "op" in callspec.params:
+        item.stash[_COVER], _ = op_cover.choose(item, *per_op.args)
+    elif size and len(set(families)) > 1 and getattr(test, "is_hypothesis_test", False):
         max_ranks = item.config.stash.get(MAX_RANKS, 1)
         item.stash[_COVER] = pairwise.choose(item, families, max_ranks, size)
 
@@ -65,6 +69,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
             handle.inner_test = inner
     if families or edges.DRAWN:
         item.user_properties.append(("edge_families", ",".join(families)))
+        if item.get_closest_marker("op_cover"):  # pairs per op, never across ops
+            item.user_properties.append(("pairs_per_op", "1"))
         item.user_properties.append(("edges_drawn", json.dumps(dict(edges.DRAWN))))
         seen = sorted({tuple(sorted(labels)) for labels in edges.EXAMPLES})
         item.user_properties.append(("edge_examples", json.dumps(seen)))
@@ -107,6 +113,9 @@ class EdgeResults:
         self.drawn: dict[str, Counter[str]] = {}
         self.pairs: dict[str, set[covering.Pair]] = {}  # pairs some example drew
         self.covering: Counter[str] = Counter()  # covering examples run
+        self.op_pairs: dict[str, set[covering.Pair]] = {}  # a per-op test's own pairs, per op
+        self.offered: dict[str, int] = {}  # the pairs its op's samples offer class by class
+        self.per_op: set[str] = set()  # tests whose pairs are counted per op
         self.volume: Counter[str] = Counter()  # examples of the properties at volume
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -121,21 +130,39 @@ class EdgeResults:
             return  # it drew nothing (a capability not claimed, an op with no sample for it)
         base = report.nodeid.split("[")[0]
         self.families[base] = [f for f in properties["edge_families"].split(",") if f]
+        if "pairs_per_op" in properties:
+            self.per_op.add(base)
         self.drawn.setdefault(base, Counter()).update(json.loads(properties["edges_drawn"]))
         examples = json.loads(properties.get("edge_examples", "[]"))
-        self.pairs.setdefault(base, set()).update(covering.drawn(examples))
-        self.covering[base] += int(properties.get("covering_examples", 0))
+        # a per-op test's pairs are its op's own (op_cover), counted per op
+        per_op = op_cover.REQUIRED in properties
+        key = report.nodeid if per_op else base
+        self.pairs.setdefault(key, set()).update(covering.drawn(examples))
+        self.covering[key] += int(properties.get("covering_examples", 0))
+        if per_op:
+            required = json.loads(properties[op_cover.REQUIRED])
+            self.op_pairs[key] = {covering.pair(a, b) for a, b in required}
+            self.offered[key] = int(properties[op_cover.OFFERED])
+
+    def _wanted(self, test: str) -> set[covering.Pair]:
+        if test in self.op_pairs:
+            return self.op_pairs[test]
+        return covering.required(self.families[test], self.max_ranks)
+
+    def _paired_tests(self) -> list[str]:
+        return [t for t in self.families if t not in self.per_op]
 
     def pair_counts(self, test: str) -> tuple[int, int]:
         """How many required pairs the test drew, of how many."""
-        wanted = covering.required(self.families[test], self.max_ranks)
+        wanted = self._wanted(test)
         return len(wanted & self.pairs.get(test, set())), len(wanted)
 
     def missing_pairs(self) -> dict[str, list[str]]:
-        """Per test, the required pairs of classes that no example drew together."""
+        """Per test (per op, for a per-op test), the required pairs of classes that no example
+        drew together."""
         found = {}
-        for test, families in self.families.items():
-            left = covering.required(families, self.max_ranks) - self.pairs.get(test, set())
+        for test in [*self._paired_tests(), *self.op_pairs]:
+            left = self._wanted(test) - self.pairs.get(test, set())
             if left:
                 found[test] = sorted(" & ".join(sorted(p)) for p in left)
         return found
@@ -169,7 +196,8 @@ class EdgeResults:
             terminalreporter.write_line(f"{test}: {counts}")
         for test, labels in sorted(self.missing().items()):
             terminalreporter.write_line(f"shardspec: {test} never drew: {'; '.join(labels)}")
-        counted = [t for t in sorted(self.families) if self.pair_counts(t)[1]]
+        counted = [t for t in sorted([*self._paired_tests(), *self.op_pairs])
+                   if self.pair_counts(t)[1]]  # fmt: skip
         if not counted:
             return
         terminalreporter.section("shardspec: pairs of edge classes drawn")
@@ -179,7 +207,14 @@ class EdgeResults:
             got, wanted = self.pair_counts(test)
             totals = [totals[0] + got, totals[1] + wanted]
             cover = f", {self.covering[test]} covering examples" if self.covering[test] else ""
-            terminalreporter.write_line(f"{test}: {got} of {wanted} pairs{cover}")
+            offered = self.offered.get(test)
+            beyond = (
+                f"; {offered - wanted} more that its samples offer class by class, and no case "
+                "of the cover's construction holds together (conformance/ops/cases.py)"
+                if offered and offered > wanted
+                else ""
+            )
+            terminalreporter.write_line(f"{test}: {got} of {wanted} pairs{cover}{beyond}")
             for line in missing.get(test, []):
                 terminalreporter.write_line(f"    never together: {line}")
         impossible = len(covering.IMPOSSIBLE)

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 import torch
 from hypothesis import currently_in_test_context, event
 
+from conformance.ops import layouts
 from conformance.oracle.layout import local_shape_and_offset
 from conformance.oracle.mesh import coordinates
 from conformance.oracle.placements import normalize
@@ -244,6 +245,19 @@ FAMILIES["op inputs"] = (
     *(c for c in FAMILIES["tensor"] if c != "tensor: bool"),
     *(c for c in FAMILIES["mesh"] if c != "mesh: smaller than the world"),
 )
+# One op's cases (conformance/ops/cases.py), counted per op and paired across families: the
+# layout class of each of its first three tensor arguments, how their layouts meet, the numbers
+# a call holds in place of an argument, and the mesh.
+FAMILIES |= {f"op arg {k}": tuple(f"op arg {k}: {c}" for c in layouts.CLASSES) for k in range(3)}
+FAMILIES["op layouts"] = tuple(f"op layouts: {c}" for c in layouts.CORRELATIONS)
+FAMILIES["op numbers"] = tuple(f"op numbers: {n}" for n in layouts.NUMBERS.values())
+NEEDS_RANKS |= {
+    label: 4 if label.endswith("_S as FSDP with TP") else 2
+    for family in ("op arg 0", "op arg 1", "op arg 2", "op layouts")
+    for label in FAMILIES[family]
+    if not label.endswith((": R", ": drawn apart"))
+}
+
 # A chain of API calls and its backward pass (spec/dt-grad.md), one family, as for operators. A
 # P(max) leaf is drawn, but ci's 60 chains hold none over more than one coordinate: not required.
 FAMILIES["grad chain"] = (
@@ -389,6 +403,11 @@ def outside_ranks(ranks: Sequence[int], members: Sequence[int], world_size: int)
 
 
 def mesh(shape: Sequence[int], ranks: Sequence[int], world_size: int) -> None:
+    note(*mesh_classes(shape, ranks, world_size))
+
+
+def mesh_classes(shape: Sequence[int], ranks: Sequence[int], world_size: int) -> list[str]:
+    """The classes of a mesh of ``shape`` over ``ranks`` of a world of ``world_size``."""
     labels = [f"mesh: {len(shape)}-D"]
     if len(shape) == 2 and shape[0] == 1 < shape[1]:
         labels.append("mesh: 1 x k")
@@ -398,7 +417,7 @@ def mesh(shape: Sequence[int], ranks: Sequence[int], world_size: int) -> None:
         labels.append("mesh: ranks out of order")
     if len(ranks) < world_size:
         labels.append("mesh: smaller than the world")
-    note(*labels)
+    return labels
 
 
 def op_input(

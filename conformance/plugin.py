@@ -163,6 +163,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "volume(factor): a property that draws factor times the profile's examples (at least 1)",
     )
+    config.addinivalue_line(
+        "markers",
+        "op_cover(variant): a per-op test whose covering examples hold every pair of its op's "
+        "classes (conformance.op_cover)",
+    )
     # The driver forks the ranks of every local world. Once a process's OpenMP pool has started
     # threads, a forked child's first parallel region hangs (libgomp is not fork-safe), and a
     # 1-rank world keeps the driver's thread count. The driver's own computing (oracles, an op's

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import math
 import random
 import warnings
 from collections.abc import Callable, Iterator
@@ -272,6 +273,60 @@ def out_samples(op: str, dtype: str) -> tuple[int, ...]:
         if one and _real_result(into(out_filler(leaves[0])), sample):
             kept.append(i)
     return tuple(kept)
+
+
+def with_scalars(sample: Sample, scalars: list[str | None] | None) -> Sample:
+    """The sample with each tensor argument ``i`` whose ``scalars[i]`` is given replaced by
+    ``as_scalar``: a Python number, or a 0-d tensor (spec/dt-ops.md, "Inputs the suite
+    draws")."""
+    if not scalars or not any(scalars):
+        return sample
+    return sample.with_tensors(arguments(sample, scalars))
+
+
+def arguments(sample: Sample, scalars: list[str | None] | None) -> list[Any]:
+    """What stands for each tensor argument of the sample in a call with ``scalars``: the
+    tensor, or ``as_scalar`` of it."""
+    tensors = sample.tensors()
+    forms = scalars or [None] * len(tensors)
+    return [as_scalar(t, f) if f else t for t, f in zip(tensors, forms, strict=True)]
+
+
+def as_scalar(tensor: torch.Tensor, form: str) -> Any:
+    """What stands for ``tensor`` in ``form``: its first element as a Python ``int``, ``float``
+    or ``bool`` (an ``int`` of a value that has none, NaN or an infinity, is 2), or as a 0-d
+    tensor of its dtype (``"0-d"``)."""
+    first = tensor.reshape(-1)[0]
+    if form == "0-d":
+        return first.clone()
+    value = first.item()
+    if form == "int":
+        return int(value) if math.isfinite(value) else 2
+    return {"float": float, "bool": bool}[form](value)
+
+
+def case_sample(args: dict[str, Any]) -> Sample:
+    """The sample an op case calls: the catalogue's, with the case's number forms
+    (``scalars``) in place of its tensors."""
+    sample = samples(args["op"], args["dtype"])[args["sample"]]
+    return with_scalars(sample, args.get("scalars"))
+
+
+def returns(op: str, variant: str, sample: Sample) -> bool:
+    """Whether the op's ``variant`` call (``plain``, ``in_place``, ``out``) returns on one device
+    with dense real outputs (``_real_result``); a gradient case (``grad``) takes no number
+    forms, whose arguments its backward pass would not reach."""
+    if variant == "in_place":
+        return _real_result(in_place(op), sample)
+    if variant == "out":
+        if not _real_result(function(op), sample):
+            return False
+        leaves = pytree.tree_leaves(call(op, sample))
+        if len(leaves) != 1 or not isinstance(leaves[0], torch.Tensor):
+            return False
+        filler = out_filler(leaves[0])
+        return _real_result(lambda *a, **k: function(op)(*a, **k, out=filler), sample)
+    return variant == "plain" and _real_result(function(op), sample)
 
 
 def out_filler(result: torch.Tensor) -> torch.Tensor:

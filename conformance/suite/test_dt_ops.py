@@ -12,8 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils import _pytree as pytree
 
-from conformance import edges, judge, strategies, symptoms
-from conformance.ops import catalogue
+from conformance import judge, symptoms
+from conformance.ops import cases, catalogue
+from conformance.ops.cases import input_placements, op_cases
 from conformance.oracle import composite_bounds, dt_ops
 from conformance.oracle.layout import local_shape_and_offset
 from conformance.oracle.mesh import by_rank
@@ -31,117 +32,11 @@ from conformance.world.harness import HarnessError
 CORE = list(catalogue.CORE_OPS)
 
 
-@st.composite
-def input_placements(draw, impl: Any, mesh_shape: list[int], tensor: torch.Tensor) -> list[str]:
-    """One placement per mesh dim for an input, its kind drawn first (shards twice as often as
-    the others, since most of an op's cases are in how its shards meet): ``S(d)`` (negative
-    ``d`` too), ``R``, strided shards and one ``P(op)`` where claimed: ``sum``, ``max`` and
-    ``min`` on every dtype but ``bool``; ``avg`` on floating dtypes over meshes whose dims are
-    powers of two, of values whose sums stay finite (the parts whose reduction is exact,
-    spec/dt-ops.md)."""
-    ndim = tensor.dim()
-    ops = [] if tensor.dtype == torch.bool else ["sum", "max", "min"]
-    if tensor.is_floating_point() and all(k in strategies.POWERS_OF_TWO for k in mesh_shape):
-        # an average sums its parts first: a finite value whose sum of n copies overflows has no
-        # parts that reduce to it exactly
-        n = math.prod(mesh_shape)
-        if (
-            torch.where(tensor.isfinite(), tensor.double().abs() * n, 0)
-            .le(torch.finfo(tensor.dtype).max)
-            .all()
-        ):
-            ops.append("avg")
-    ops = [op for op in ops if f"partial:{op}" in impl.capabilities]
-    kinds = ["S", "R", "S"] if ndim else ["R"]
-    if ndim and "strided_shard" in impl.capabilities:
-        kinds.append("_S")
-    if ops:
-        kinds.append(f"P({draw(st.sampled_from(ops))})")
-    placements = []
-    for _ in mesh_shape:
-        kind = draw(st.sampled_from(kinds))
-        if kind == "S":
-            kind = f"S({draw(st.integers(-ndim, ndim - 1))})"
-        elif kind == "_S":
-            kind = f"_S({draw(st.integers(0, ndim - 1))}, {draw(st.sampled_from([2, 3]))})"
-        placements.append(kind)
-    return placements
-
-
-@st.composite
-def op_cases(
-    draw, impl: Any, op: str, world_sizes: list[int], variant: str = "plain"
-) -> tuple[int, dict[str, Any]]:
-    """A sample of ``op`` (a dtype, then one of its samples that the ``variant`` runs on) on a
-    mesh of a drawn world, with placements for each of its tensor arguments. Variants:
-    ``"plain"``, the op as it is; ``"in_place"``, its in-place variant (DT-OP-11); ``"out"``, the
-    op with an ``out=`` DTensor of drawn placements (DT-OP-13); ``"mixing"``, the op with some
-    tensor arguments but the first as plain tensors or on another mesh (DT-OP-12); ``"grad"``, a
-    sample a backward pass runs through (DT-GRAD-7)."""
-
-    def indices(dtype: str) -> tuple[int, ...]:
-        if variant == "in_place":
-            return catalogue.in_place_samples(op, dtype)
-        if variant == "out":
-            return catalogue.out_samples(op, dtype)
-        if variant == "mixing":
-            return catalogue.mixing_samples(op, dtype)
-        if variant == "grad":
-            return catalogue.grad_samples(op, dtype)
-        return tuple(range(len(catalogue.samples(op, dtype))))
-
-    dtype = draw(st.sampled_from([d for d in catalogue.dtypes(op) if indices(d)]))
-    samples = catalogue.samples(op, dtype)
-    index = draw(st.sampled_from(indices(dtype)))
-    # a world of 1 rank shards nothing: drawn half as often as each other size
-    world_size = draw(st.sampled_from([*world_sizes, *(n for n in world_sizes if n > 1)]))
-    mesh_shape, mesh_ranks = draw(strategies.world_meshes(world_size))
-    tensors = samples[index].tensors()
-    placements = [draw(input_placements(impl, mesh_shape, t)) for t in tensors]
-    case = {
-        "op": op,
-        "dtype": dtype,
-        "sample": index,
-        "mesh_shape": mesh_shape,
-        "mesh_ranks": mesh_ranks,
-        "placements": placements,
-        "seed": draw(st.integers(0, 2**16)),
-    }
-    if variant == "in_place":
-        case["in_place"] = True
-    elif variant == "out":
-        (result,) = pytree.tree_leaves(catalogue.call(op, samples[index]))
-        case["out"] = draw(input_placements(impl, mesh_shape, result))
-    elif variant == "mixing":
-        homes = ["mesh", *(draw(st.sampled_from(HOMES)) for _ in tensors[1:])]
-        if homes.count("mesh") == len(homes):
-            homes[draw(st.integers(1, len(homes) - 1))] = draw(st.sampled_from(HOMES[1:]))
-        other = draw(strategies.world_meshes(world_size))
-        if other == (mesh_shape, mesh_ranks):  # another mesh: the ranks reversed, or reshaped
-            reshaped = ([1, 1] if len(mesh_shape) == 1 else [1], mesh_ranks)
-            other = (mesh_shape, mesh_ranks[::-1]) if world_size > 1 else reshaped
-        for i, home in enumerate(homes):
-            if home == "plain":
-                placements[i] = []
-            elif home == "other":
-                placements[i] = draw(input_placements(impl, other[0], tensors[i]))
-        case |= {"homes": homes, "other_mesh": [list(other[0]), list(other[1])]}
-    edges.mesh(mesh_shape, mesh_ranks, world_size)
-    for t, texts, home in zip(tensors, placements, case.get("homes", HOMES[:1] * len(tensors)),
-                              strict=True):  # fmt: skip
-        if home == "mesh":
-            edges.op_input(t.shape, str(t.dtype).removeprefix("torch."), texts, mesh_shape)
-    return world_size, case
-
-
-# Where a tensor argument of a mixing case lives (DT-OP-12).
-HOMES = ("mesh", "plain", "other")
-
-
 def _single_device(args: dict[str, Any]) -> tuple[catalogue.Sample, list[Any]]:
-    """The sample with contiguous tensors (the DTensor inputs' global strides) and the leaves of
-    the op's result on it; in place, its first argument after the call."""
-    sample = catalogue.samples(args["op"], args["dtype"])[args["sample"]]
+    """The sample the case calls (its numbers in place), with contiguous tensors (the DTensor
+    inputs' global strides), and the leaves of the op's result on it; in place, its first
+    argument after the call."""
+    sample = catalogue.case_sample(args)
     sample = sample.with_tensors([t.contiguous() for t in sample.tensors()])
     if args.get("in_place"):
         return sample, [catalogue.call_in_place(args["op"], sample)]
@@ -247,12 +142,16 @@ def _returned_or_refused(result) -> list[Any] | None:
     return judge.all_returned(result, rule="DT-OP-7")
 
 
-def _judge_inputs(sample, args, values, context, blame: str | None) -> None:
+def _judge_inputs(args, values, context, blame: str | None) -> None:
     """What the implementation takes each input to be, its ``full_tensor()``, is the sample's
     tensor: otherwise the layout the suite built was read wrong (a shard or replicate
     transition, DT-REDIST-3, or a reduction of ``P``, DT-REDIST-4), and the op is not to blame
-    for what follows."""
-    for i, (tensor, texts) in enumerate(zip(sample.tensors(), args["placements"], strict=True)):
+    for what follows. A Python number is passed as it is."""
+    sample = catalogue.samples(args["op"], args["dtype"])[args["sample"]]
+    given = catalogue.arguments(sample, args.get("scalars"))
+    for i, (tensor, texts) in enumerate(zip(given, args["placements"], strict=True)):
+        if not isinstance(tensor, torch.Tensor):
+            continue
         rule = "DT-REDIST-4" if any(t.startswith("P(") for t in texts) else "DT-REDIST-3"
         for rank, got in enumerate(values):
             if not dt_ops.exact(got["inputs_full"][i], tensor):
@@ -307,7 +206,38 @@ def run_and_judge(
         rule, why = must_return
         judge.fail(result.report(why), rule, symptoms.of_outcomes(result.outcomes))
     judge_op_case(result, args, blame=None if ascending else "DT-MESH-8")
+    values = _values_every_rank_holds(args)
+    if values is not None and _returned_or_refused(result) is None:
+        twin = {**args, **values}
+        if op_case(world_size, **twin).ok:
+            judge.fail(result.report("a Python number or a 0-d plain tensor is a value every rank "
+                                     "holds: the call with it as an R DTensor returned "
+                                     f"({twin['placements']}), so this one must"), "DT-OP-12",
+                       symptoms.of_outcomes(result.outcomes))  # fmt: skip
     return result
+
+
+def _values_every_rank_holds(args: dict[str, Any]) -> dict[str, Any] | None:
+    """Where a case holds Python numbers or 0-d plain tensors (not a mixing case's other mesh),
+    the changes that make each a 0-d ``R`` DTensor of the mesh instead; ``None`` where it holds
+    none."""
+    n = len(args["placements"])
+    scalars = list(args.get("scalars") or [None] * n)
+    homes = list(args.get("homes") or ["mesh"] * n)
+    placements = list(args["placements"])
+    changed = False
+    tensors = catalogue.samples(args["op"], args["dtype"])[args["sample"]].tensors()
+    for i in range(n):
+        number = scalars[i] in ("int", "float", "bool")
+        plain = homes[i] == "plain" and (scalars[i] == "0-d" or not tensors[i].dim())
+        if number or plain:
+            scalars[i] = "0-d" if number else scalars[i]
+            homes[i] = "mesh"
+            placements[i] = ["R"] * len(args["mesh_shape"])
+            changed = True
+    if not changed:
+        return None
+    return {"scalars": scalars, "homes": homes, "placements": placements}
 
 
 def judge_op_case(result, args: dict[str, Any], blame: str | None = None) -> None:
@@ -332,7 +262,7 @@ def judge_op_case(result, args: dict[str, Any], blame: str | None = None) -> Non
     if len(placements_seen) > 1:
         judge.fail(result.report("every rank should hold the same output placements"),
                    "DT-OP-6", symptoms.WRONG_VALUE)  # fmt: skip
-    _judge_inputs(sample, args, values, context, blame)
+    _judge_inputs(args, values, context, blame)
     in_place = bool(args.get("in_place"))
     writes_out = args.get("out") is not None
     rules = IN_PLACE if in_place else OUT if writes_out else OUT_OF_PLACE
@@ -387,7 +317,7 @@ def _parts(args: dict[str, Any]) -> int:
     sizes = [1]
     for texts, home in zip(args["placements"], homes, strict=True):
         shape = args["other_mesh"][0] if home == "other" else args["mesh_shape"]
-        if home != "plain":
+        if home != "plain" and texts:  # a Python number has no placements
             partial = [k for k, t in zip(shape, texts, strict=True) if t in ("P(sum)", "P(avg)")]
             sizes.append(math.prod(partial))
     return max(sizes)
@@ -399,7 +329,8 @@ def _parts(args: dict[str, Any]) -> int:
 )  # fmt: skip
 @pytest.mark.volume(1 / 6)
 @pytest.mark.per_op
-@pytest.mark.edges("op inputs")
+@pytest.mark.op_cover("plain")
+@pytest.mark.edges("op inputs", *cases.PER_OP_FAMILIES)
 @given(data=st.data())
 def test_an_op_on_dtensors_gives_the_single_device_result(
     impl, available_world_sizes, op_case, op, data
@@ -433,9 +364,10 @@ def test_an_ops_result_does_not_depend_on_the_ops_before_it(
     index = data.draw(st.integers(0, len(samples) - 1))
     other = [data.draw(input_placements(impl, first["mesh_shape"], t))
              for t in samples[index].tensors()]  # fmt: skip
+    second = {k: v for k, v in first.items() if k not in ("scalars", "homes")}
     seen = []
     with one_world():
-        for args in (first, {**first, "sample": index, "placements": other}, first):
+        for args in (first, {**second, "sample": index, "placements": other}, first):
             result = run_and_judge(op_case, world_size, args)
             if any(isinstance(o, Raised) for o in result.outcomes):  # an allowed refusal
                 seen.append(sorted({o.type for o in result.outcomes if isinstance(o, Raised)}))

@@ -37,6 +37,7 @@ def apply(
     starts: list[str | None] | None = None,
     backward: list[int] | None = None,
     upstream_seed: int = 0,
+    scalars: list[str | None] | None = None,
 ) -> dict[str, Any]:
     """The catalogue's sample ``sample`` of ``op`` with its ``i``-th tensor argument a DTensor
     of ``placements[i]`` (built by ``from_local`` from this rank's part of it, the partial parts
@@ -58,14 +59,25 @@ def apply(
     ``"from_local"`` (a leaf local tensor). Then one backward pass runs from the outputs
     ``backward`` lists, output ``j`` getting ``h_j``, the seeded values of its shape and dtype
     (``upstream_seed + j``) on every rank, through ``full_tensor``; the report adds whether each
-    output leaf requires grad and each leaf's gradient (``gradient_of``)."""
+    output leaf requires grad and each leaf's gradient (``gradient_of``).
+
+    ``scalars`` puts a number in place of the ``i``-th tensor argument where ``scalars[i]`` is
+    given (``catalogue.as_scalar``): a Python ``int``, ``float`` or ``bool``, passed as it is,
+    or a 0-d tensor (``"0-d"``), laid out as ``homes`` and ``placements`` say."""
     adapter = adapters.load(impl)
     call = catalogue.samples(op, dtype)[sample]
     homes = homes or ["mesh"] * len(placements)
+    scalars = scalars or [None] * len(placements)
     inputs, locals_ = [], []
     with codec.building():
-        for i, (value, texts, home) in enumerate(zip(call.tensors(), placements, homes,
-                                                      strict=True)):  # fmt: skip
+        for i, (value, texts, home, form) in enumerate(zip(call.tensors(), placements, homes,
+                                                            scalars, strict=True)):  # fmt: skip
+            if form is not None:
+                value = catalogue.as_scalar(value, form)
+            if not isinstance(value, torch.Tensor):  # a Python number: part of the program
+                inputs.append(value)
+                locals_.append(None)
+                continue
             # a copy: the catalogue's sample is this process's for every later case, and a local
             # tensor or plain argument may be a view of it, which an op may write
             value = value.clone(memory_format=torch.contiguous_format)
@@ -79,7 +91,9 @@ def apply(
             inputs.append(dtensor)
             locals_.append(local)
         if out is not None:
-            (result,) = pytree.tree_leaves(catalogue.call(op, call))
+            (result,) = pytree.tree_leaves(
+                catalogue.call(op, catalogue.with_scalars(call, scalars))
+            )
             filler = catalogue.out_filler(result)
             out_dt, _ = _dtensor(ctx, impl, filler, mesh_shape, mesh_ranks, out, seed - 1)
     held = [_held(adapter, d) for d in inputs]
@@ -162,7 +176,9 @@ def _dtensor(
 
 def _held(adapter: Any, x: Any) -> tuple[Any, ...]:
     """What an input is before and after the call: its local values (NaN-aware, as ``_Same``)
-    and, for a DTensor, its metadata."""
+    and, for a DTensor, its metadata; a Python number as it is."""
+    if isinstance(x, (bool, int, float)):
+        return (x,)
     if type(x) is torch.Tensor:
         return (_Same(x.detach().cpu().clone()),)
     return (_Same(adapter.dt_to_local(x).detach().cpu().clone()), adapter.dt_describe(x))
@@ -170,7 +186,9 @@ def _held(adapter: Any, x: Any) -> tuple[Any, ...]:
 
 def _full(adapter: Any, x: Any) -> torch.Tensor:
     """What the implementation takes an input to be: a DTensor's ``full_tensor``, a plain
-    tensor itself; a copy, which no in-place op can write."""
+    tensor itself; a copy, which no in-place op can write (a Python number as it is)."""
+    if isinstance(x, (bool, int, float)):
+        return x
     full = x if type(x) is torch.Tensor else adapter.dt_full_tensor(x)
     return full.detach().cpu().clone()
 

@@ -726,6 +726,40 @@ class OutReturnsANewDTensor(ReferenceAdapter):
         return super().dt_op(fn, args, {k: v for k, v in kwargs.items() if k != "out"})
 
 
+class ContractionPartsTakenAsReplicas(ReferenceAdapter):
+    """``torch.mm`` of two sides sharded along the contraction dim on one mesh dim (``a`` by
+    columns, ``b`` by rows, row-wise tensor parallelism): each rank's product of its parts is
+    taken for the whole product, ``R`` where the reference's rule says ``P(sum)`` (DT-OP-3)."""
+
+    def dt_op(self, fn, args, kwargs):
+        result = super().dt_op(fn, args, kwargs)
+        if fn is torch.mm and any(isinstance(p, dt.Partial) for p in result.placements):
+            whole = tuple(dt.Replicate() if isinstance(p, dt.Partial) else p
+                          for p in result.placements)  # fmt: skip
+            return dt.DTensor(result.to_local(), result.device_mesh, whole, result.shape,
+                              result.stride())  # fmt: skip
+        return result
+
+
+class NumberAddedToEveryPart(ReferenceAdapter):
+    """``x + c`` and ``x - c`` of a partial ``x`` and a Python number computed on each rank's
+    part, keeping ``x``'s placements, as if the op were linear in ``x``: the number is added
+    once per part (DT-OP-2)."""
+
+    def dt_op(self, fn, args, kwargs):
+        x, *rest = args
+        if (
+            fn in (torch.add, torch.sub)
+            and isinstance(x, dt.DTensor)
+            and any(isinstance(p, dt.Partial) for p in x.placements)
+            and rest
+            and all(isinstance(c, (bool, int, float)) for c in rest)
+        ):
+            local = fn(x.to_local(), *rest, **kwargs)
+            return dt.DTensor(local, x.device_mesh, x.placements, x.shape, x.stride())
+        return super().dt_op(fn, args, kwargs)
+
+
 class ScalarTensorsRefused(ReferenceAdapter):
     """Ops that refuse a 0-d plain tensor argument with ``NotImplementedError``, as DT-OP-7 lets
     them refuse a larger one (DT-OP-12)."""
@@ -740,6 +774,8 @@ class ScalarTensorsRefused(ReferenceAdapter):
 CHUNK_OFFSET = ChunkOffsetPastTheEnd()
 OUT_RETURNS_NEW = OutReturnsANewDTensor()
 SCALAR_TENSORS_REFUSED = ScalarTensorsRefused()
+CONTRACTION_PARTS_AS_REPLICAS = ContractionPartsTakenAsReplicas()
+NUMBER_ADDED_TO_EVERY_PART = NumberAddedToEveryPart()
 SUM_UNREDUCED = SumKeepsItsPartsUnreduced()
 GATHER_WRITES_OUT = GatherWritesOutBeforeChecking()
 RESHARD_SPOILS_SOURCE = ReshardSpoilsItsSourceOnError()

@@ -394,6 +394,24 @@ MUTANTS = [
         "DT-OP-3",
         ['"op": "sum"', "full_tensor()"],
     ),
+    # Mutants only the op-aware draws meet (conformance/ops/cases.py): the property's own ci
+    # draws miss them, a covering example of the op's pairs meets them.
+    Mutant(
+        "contraction-parts-taken-as-replicas",
+        "test_dt_ops.py::test_an_op_on_dtensors_gives_the_single_device_result[mm]",
+        "mutants:CONTRACTION_PARTS_AS_REPLICAS",
+        "DT-OP-3",
+        ['"op": "mm"', re.compile(r'\["R", "S\(1\)"\], \["R", "S\(0\)"\]'), "full_tensor()"],
+        "mutation-covering",
+    ),
+    Mutant(
+        "number-added-to-every-part",
+        "test_dt_ops.py::test_an_op_on_dtensors_gives_the_single_device_result[add]",
+        "mutants:NUMBER_ADDED_TO_EVERY_PART",
+        "DT-OP-2",
+        ['"op": "add"', '"P(sum)"', '"scalars": [null, "bool"]'],
+        "mutation-covering",
+    ),
     Mutant(
         "out-returns-a-new-dtensor",
         "test_dt_ops.py::test_an_out_call_writes_the_single_device_result_into_its_out_dtensor",
