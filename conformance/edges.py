@@ -282,6 +282,8 @@ FAMILIES["op grad"] = (
     "op grad: a partial leaf",
     "op grad: a leaf the program gives no gradient",
     "op grad: several outputs",
+    "op grad: some outputs unused",
+    "op grad: a gradient of zeros",
     "op input: S",
     "op input: P(sum)",
     "op input: P(max)",

@@ -156,8 +156,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "per_op(ops=None): a test run once per op of --ops (of those ops() gives, if given): its "
-        "op parameter fills the per-op table",
+        "per_op(ops=None, core=None): a test run once per op of --ops (of those ops() gives, if "
+        "given; core() for --ops core, if given): its op parameter fills the per-op table",
     )
     config.addinivalue_line(
         "markers",
@@ -335,6 +335,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     per_op = metafunc.definition.get_closest_marker("per_op")
     if per_op and "op" in own_arguments:
         ops = chosen_ops(metafunc.config)
+        if "core" in per_op.kwargs and _ops_option(metafunc.config) == "core":
+            ops = per_op.kwargs["core"]()  # the test's own core list (the gradient test's)
         if "ops" in per_op.kwargs:  # the ops the test can run: those with an in-place variant
             runs = set(per_op.kwargs["ops"]())
             ops = [op for op in ops if op in runs]

@@ -75,6 +75,22 @@ LINEAR_GRADIENT = (
     "div/floor_rounding", "true_divide", "reciprocal", "square", "sqrt", "log", "log1p", "log2",
     "log10", "lerp", "addcmul", "addcdiv", "atan", "frac", "nn.functional.nll_loss",
 )  # fmt: skip
+# The layers of common models whose backward passes the gradient test judges besides the core
+# list's (spec/dt-grad.md): convolutions, pooling, embeddings, normalisations, cumulative ops,
+# products, indexed writes, losses and attention, and ops of several outputs (topk, sort) whose
+# backward pass may start from some of them. Their forward calls are judged by the op tests of
+# ``--ops all``; their gradients by layout, and by value where a class of DT-GRAD-7 to 9 names them.
+MODEL_LAYERS = (
+    "nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv_transpose2d",
+    "nn.functional.max_pool2d", "nn.functional.avg_pool2d", "nn.functional.adaptive_avg_pool2d",
+    "nn.functional.embedding_bag", "nn.functional.batch_norm", "nn.functional.group_norm",
+    "nn.functional.instance_norm", "nn.functional.normalize", "cumsum", "cumprod",
+    "logcumsumexp", "cummax", "prod", "index_put", "index_add", "scatter_add",
+    "nn.functional.mse_loss", "nn.functional.l1_loss", "nn.functional.smooth_l1_loss",
+    "nn.functional.huber_loss", "nn.functional.binary_cross_entropy",
+    "nn.functional.binary_cross_entropy_with_logits", "nn.functional.kl_div",
+    "nn.functional.scaled_dot_product_attention", "topk", "sort", "kthvalue",
+)  # fmt: skip
 CLASSES = {**dict.fromkeys(EXACT, "exact"), **dict.fromkeys(ELEMENTWISE, "elementwise"),
            **dict.fromkeys(SUMS, "sums"), **dict.fromkeys(COMPOSITE, "composite")}  # fmt: skip
 # The dtypes a case may draw, in order of preference: the op's own dtypes decide which it gets.
@@ -387,6 +403,13 @@ def grad_ops() -> list[str]:
     return [op for op in CORE_OPS if known(op) and any(grad_samples(op, d) for d in dtypes(op))]
 
 
+def grad_core_ops() -> list[str]:
+    """What the gradient test runs where ``--ops`` asks for the core list: the core ops and the
+    model layers (``MODEL_LAYERS``) this release's OpInfo has; an op without a sample a
+    backward pass runs through is skipped with that reason."""
+    return [*CORE_OPS, *(op for op in MODEL_LAYERS if known(op))]
+
+
 @functools.cache
 def grad_samples(op: str, dtype: str) -> tuple[int, ...]:
     """The indices of the op's floating samples on which a backward pass runs on one device
@@ -394,11 +417,14 @@ def grad_samples(op: str, dtype: str) -> tuple[int, ...]:
     (``oracle.dt_grad.op_gradients``), and whose Jacobian (``op_gradient_bound``) has at most
     ``JACOBIAN_ELEMENTS`` elements. A sample the op writes (``embedding`` with ``max_norm``)
     is not one: a leaf that requires grad cannot be written in place; nor is one whose
-    gradient is sparse (``embedding`` with ``sparse=True``): DTensor shards dense tensors."""
+    gradient is sparse (``embedding`` with ``sparse=True``): DTensor shards dense tensors. At
+    most ``GRADIENT_SAMPLES``, the first."""
     if dtype not in ("float32", "float64"):
         return ()
     kept = []
     for i, sample in enumerate(samples(op, dtype)):
+        if len(kept) == GRADIENT_SAMPLES:
+            break
         if _writes(op, sample):
             continue
         tensors = sample.tensors()
@@ -417,6 +443,9 @@ def grad_samples(op: str, dtype: str) -> tuple[int, ...]:
     return tuple(kept)
 
 
+# The most samples of one dtype a gradient case draws from, the first that qualify: OpInfo makes
+# over a thousand for max_pool2d, and each is differentiated once to be kept.
+GRADIENT_SAMPLES = 32
 # The most elements of a gradient case's Jacobian (outputs' elements times floating inputs'):
 # DT-GRAD-7's bound reads it whole, one backward pass per output element.
 JACOBIAN_ELEMENTS = 2**20

@@ -61,11 +61,17 @@ def tolerance(
     return backwards * (b + eps * expected.to(torch.float64).abs())
 
 
-def upstream(outputs: Sequence[torch.Tensor], seed: int) -> list[torch.Tensor]:
+def upstream(
+    outputs: Sequence[torch.Tensor], seed: int, zeros: Sequence[int] = ()
+) -> list[torch.Tensor]:
     """The gradient each output receives (DT-GRAD-7): the seeded values of its shape and dtype,
-    ``seed + j`` for output ``j``."""
-    return [make_global(tuple(y.shape), str(y.dtype).removeprefix("torch."), seed + j)
-            for j, y in enumerate(outputs)]  # fmt: skip
+    ``seed + j`` for output ``j``; zeros for the outputs ``zeros`` names (positions in
+    ``outputs``)."""
+    return [
+        torch.zeros(y.shape, dtype=y.dtype) if j in zeros
+        else make_global(tuple(y.shape), str(y.dtype).removeprefix("torch."), seed + j)
+        for j, y in enumerate(outputs)
+    ]  # fmt: skip
 
 
 def differentiated(outputs: Sequence[object]) -> list[int]:
@@ -81,18 +87,24 @@ def op_gradients(
     run: Callable[[list[torch.Tensor]], list[object]],
     tensors: Sequence[torch.Tensor],
     upstream_seed: int,
+    among: Sequence[int] | None = None,
+    zeros: Sequence[int] = (),
 ) -> tuple[list[int], list[torch.Tensor | None]]:
     """The single-device program of DT-GRAD-7: ``run`` (the op on a list of its tensor
     arguments, returning its output leaves) on copies of ``tensors``, every floating one a leaf
     that requires grad, then one backward pass of ``sum_j (y_j * h_j).sum()`` over the
-    differentiated outputs. Returns those outputs' indices and each argument's ``.grad``
-    (``None`` for an integer argument, or one the program gives no gradient)."""
+    differentiated outputs, or those of ``among`` (the others unused, their gradient ``None``),
+    ``h_j`` zeros for the positions ``zeros`` names. Returns those outputs' indices and each
+    argument's ``.grad`` (``None`` for an integer argument, or one the program gives no
+    gradient)."""
     leaves = [t.detach().clone().requires_grad_(t.is_floating_point()) for t in tensors]
     outputs = run(leaves)
     chosen = differentiated(outputs)
+    if among is not None:
+        chosen = [j for j in chosen if j in among]
     if chosen:
         ys = [outputs[j] for j in chosen]
-        torch.autograd.backward(ys, upstream(ys, upstream_seed))
+        torch.autograd.backward(ys, upstream(ys, upstream_seed, zeros))
     return chosen, [t.grad if t.requires_grad else None for t in leaves]
 
 
@@ -103,6 +115,7 @@ def op_gradient_bound(
     upstream_seed: int,
     mesh_shape: Sequence[int],
     magnitudes: Callable[[list[torch.Tensor], torch.Tensor], list[torch.Tensor]] | None = None,
+    zeros: Sequence[int] = (),
 ) -> list[torch.Tensor | None]:
     """DT-GRAD-7's bound on each floating argument's gradient: ``4·γ(n·N + d + 4)·m`` per
     element, ``m = Σ |c|·|h|`` over its terms (the op's Jacobian ``J`` at the inputs, from
@@ -111,6 +124,7 @@ def op_gradient_bound(
     elementwise op of DT-GRAD-8, ``grad_coefficients``: its floating arguments and result, in
     float64 and broadcast to the result's shape, to ``M`` per argument), each element adds
     ``128·u·Σ |h|·M`` over the result's elements it reaches, for the derivative's own error.
+    ``zeros``: the positions in ``chosen`` whose ``h`` is zeros (``upstream``).
 
     Each term ``c·h`` is computed with at most four roundings (three in ``c``, one in the
     product), and a partition into ``P(sum)`` may split it into ``N`` pieces, each rounded once
@@ -135,7 +149,7 @@ def op_gradient_bound(
         return tuple(leaves[j] for j in chosen if leaves[j].numel())
 
     every = run(list(tensors))
-    pairs = zip(chosen, upstream([every[j] for j in chosen], upstream_seed), strict=True)
+    pairs = zip(chosen, upstream([every[j] for j in chosen], upstream_seed, zeros), strict=True)
     h = [x.double().abs() for j, x in pairs if every[j].numel()]
     if not h:
         return bounds

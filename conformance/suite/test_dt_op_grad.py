@@ -38,14 +38,27 @@ def grad_cases(draw, impl: Any, op: str, world_sizes: list[int]) -> tuple[int, d
         kinds = ["from_local"] + ["distribute"] * (not partial)
         starts.append(draw(st.sampled_from(kinds)) if tensor.is_floating_point() else None)
     seed = draw(st.integers(0, 2**16))
+    run = catalogue.runner(op, sample)
     with catalogue.quietly():
-        chosen, grads = dt_grad.op_gradients(catalogue.runner(op, sample), sample.tensors(), seed)
+        every, _ = dt_grad.op_gradients(run, sample.tensors(), seed)
+    # a backward pass from some outputs, the others unused (their gradient None), as training
+    # code that keeps one chunk of a split or the values of a topk does; some gradients zeros
+    among = every
+    if len(every) > 1 and draw(st.booleans()):
+        among = sorted(draw(st.sets(st.sampled_from(every), min_size=1, max_size=len(every) - 1)))
+    zeros = sorted(draw(st.sets(st.sampled_from(range(len(among))), max_size=len(among) - 1))
+                   if draw(st.integers(0, 3)) == 0 else set())  # fmt: skip
+    with catalogue.quietly():
+        chosen, grads = dt_grad.op_gradients(run, sample.tensors(), seed, among, zeros)
     case |= {"starts": starts, "backward": chosen, "upstream_seed": seed}
-    _note(starts, case["placements"], chosen, grads)
+    if zeros:
+        case["upstream_zeros"] = zeros
+    _note(starts, case["placements"], every, chosen, zeros, grads)
     return world_size, case
 
 
-def _note(starts: list, placements: list, chosen: list[int], grads: list) -> None:
+def _note(starts: list, placements: list, every: list[int], chosen: list[int],
+          zeros: list[int], grads: list) -> None:  # fmt: skip
     labels = [f"op grad: a {start} leaf" for start in set(starts) if start]
     if any(s == "from_local" and any(t.startswith("P(") for t in texts)
            for s, texts in zip(starts, placements, strict=True)):  # fmt: skip
@@ -54,6 +67,10 @@ def _note(starts: list, placements: list, chosen: list[int], grads: list) -> Non
         labels.append("op grad: a leaf the program gives no gradient")
     if len(chosen) > 1:
         labels.append("op grad: several outputs")
+    if len(chosen) < len(every):
+        labels.append("op grad: some outputs unused")
+    if zeros:
+        labels.append("op grad: a gradient of zeros")
     edges.note(*labels)
 
 
@@ -103,10 +120,15 @@ def judge_grad_case(result: Any, args: dict[str, Any], blame: str | None = None)
     sample = catalogue.samples(args["op"], args["dtype"])[args["sample"]]
     sample = sample.with_tensors([t.contiguous() for t in sample.tensors()])
     run = catalogue.runner(args["op"], sample)
+    zeros = args.get("upstream_zeros", [])
     with catalogue.quietly():
-        chosen, expected = dt_grad.op_gradients(run, sample.tensors(), args["upstream_seed"])
+        chosen, expected = dt_grad.op_gradients(run, sample.tensors(), args["upstream_seed"],
+                                                args["backward"], zeros)  # fmt: skip
         outputs = run(sample.tensors())
-    wanted = [j in chosen if isinstance(y, torch.Tensor) else None for j, y in enumerate(outputs)]
+    with catalogue.quietly():  # every output that requires grad does, used or not
+        every = dt_grad.differentiated(run([t.detach().clone().requires_grad_(
+            t.is_floating_point()) for t in sample.tensors()]))  # fmt: skip
+    wanted = [j in every if isinstance(y, torch.Tensor) else None for j, y in enumerate(outputs)]
     for rank, got in enumerate(values):
         judge.assert_equal(f"rank {rank}: which outputs require grad",
                            [bool(f) if f is not None else None for f in
@@ -116,13 +138,13 @@ def judge_grad_case(result: Any, args: dict[str, Any], blame: str | None = None)
     kind = catalogue.gradient_class(args["op"])
     if kind == "composite":
         with catalogue.quietly():
-            (h,) = dt_grad.upstream([outputs[0]], args["upstream_seed"])
+            (h,) = dt_grad.upstream([outputs[0]], args["upstream_seed"], zeros)
         bounds = grad_composite.bounds(args["op"], sample.args, sample.kwargs, outputs[0], h)
     elif kind:
         with catalogue.quietly():
             bounds = dt_grad.op_gradient_bound(
                 run, sample.tensors(), chosen, args["upstream_seed"], args["mesh_shape"],
-                catalogue.gradient_magnitudes(args["op"], sample),
+                catalogue.gradient_magnitudes(args["op"], sample), zeros,
             )  # fmt: skip
     mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
     device = backend_named(result.backend).device_for
@@ -159,7 +181,7 @@ def judge_grad_case(result: Any, args: dict[str, Any], blame: str | None = None)
     "DT-MESH-8", "DT-REDIST-3", "DT-REDIST-4",
 )  # fmt: skip
 @pytest.mark.volume(1 / 6)
-@pytest.mark.per_op
+@pytest.mark.per_op(core=catalogue.grad_core_ops)
 @pytest.mark.edges("op grad")
 @given(data=st.data())
 def test_an_ops_gradient_is_the_single_device_gradient(
@@ -173,7 +195,9 @@ def test_an_ops_gradient_is_the_single_device_gradient(
     judge.requires(impl, "dtensor", "dtensor_ops", "dtensor_grad")
     if op in getattr(impl, "unclaimed_ops", ()):
         judge.requires(impl, f"op:{op}")
-    if not catalogue.known(op) or op not in catalogue.grad_ops():
+    if not catalogue.known(op):
+        pytest.skip(f"{op}: not an op of the OpInfo database of torch {torch.__version__}")
+    if not any(catalogue.grad_samples(op, d) for d in catalogue.dtypes(op)):
         pytest.skip(f"{op}: no sample a backward pass runs through in torch {torch.__version__}")
     world_size, args = data.draw(grad_cases(impl, op, available_world_sizes))
     run_and_judge(op_case, world_size, args)

@@ -38,6 +38,7 @@ def apply(
     backward: list[int] | None = None,
     upstream_seed: int = 0,
     scalars: list[str | None] | None = None,
+    upstream_zeros: list[int] | None = None,
 ) -> dict[str, Any]:
     """The catalogue's sample ``sample`` of ``op`` with its ``i``-th tensor argument a DTensor
     of ``placements[i]`` (built by ``from_local`` from this rank's part of it, the partial parts
@@ -59,7 +60,8 @@ def apply(
     ``"from_local"`` (a leaf local tensor). Then one backward pass runs from the outputs
     ``backward`` lists, output ``j`` getting ``h_j``, the seeded values of its shape and dtype
     (``upstream_seed + j``) on every rank, through ``full_tensor``; the report adds whether each
-    output leaf requires grad and each leaf's gradient (``gradient_of``).
+    output leaf requires grad and each leaf's gradient (``gradient_of``). ``upstream_zeros``:
+    the positions in ``backward`` whose ``h_j`` is zeros instead.
 
     ``scalars`` puts a number in place of the ``i``-th tensor argument where ``scalars[i]`` is
     given (``catalogue.as_scalar``): a Python ``int``, ``float`` or ``bool``, passed as it is,
@@ -118,7 +120,7 @@ def apply(
     if starts is not None:
         fulls = [full for _, full in read]
         report |= _backward(adapter, inputs, locals_, starts, leaves, fulls, backward or [],
-                            upstream_seed)  # fmt: skip
+                            upstream_seed, upstream_zeros or [])  # fmt: skip
     return report
 
 
@@ -129,18 +131,22 @@ BACKWARD = "backward"
 def _backward(
     adapter: Any, inputs: list[Any], locals_: list[Any], starts: list[str | None],
     outputs: list[Any], fulls: list[Any], backward: list[int], upstream_seed: int,
+    zeros: list[int],
 ) -> dict[str, Any]:  # fmt: skip
     """One backward pass from ``outputs[j]`` for ``j`` in ``backward``, each through the
     ``full_tensor`` its report read (``fulls[j]``: an output is read once) with ``h_j`` as its
-    gradient; what each output and each leaf became."""
+    gradient (zeros at the positions ``zeros`` names); what each output and each leaf
+    became."""
     flags = [getattr(y, "requires_grad", None) for y in outputs]
     chosen = [fulls[j] for j in backward]
     if chosen and all(getattr(outputs[j], "requires_grad", False) for j in backward):
         with codec.facts_on_raise(lambda: {BACKWARD: True}):
             hs = [
-                make_global(list(y.shape), str(y.dtype).removeprefix("torch."), upstream_seed + k)
+                torch.zeros(y.shape, dtype=y.dtype) if k in zeros
+                else make_global(list(y.shape), str(y.dtype).removeprefix("torch."),
+                                 upstream_seed + k)
                 for k, y in enumerate(chosen)
-            ]
+            ]  # fmt: skip
             torch.autograd.backward(
                 chosen, [h.to(y.device) for h, y in zip(hs, chosen, strict=True)]
             )

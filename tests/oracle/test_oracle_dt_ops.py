@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from conformance import profiles
 from conformance.ops import catalogue
-from conformance.oracle import dt_ops
+from conformance.oracle import dt_grad, dt_ops
 
 REDUCE = {"sum": torch.add, "avg": torch.add, "max": torch.maximum, "min": torch.minimum}
 # max and min as comparisons (std::max, Gloo's reductions): NaN survives only where it comes first
@@ -218,3 +218,39 @@ def test_every_op_the_gradient_test_runs_has_its_gradients_value_judged():
     """No op of the gradient test is judged on its gradient's layout alone, so its edge family
     has no class for that (one no example could draw would fail every --require-edges run)."""
     assert [op for op in catalogue.grad_ops() if catalogue.gradient_class(op) is None] == []
+
+
+def test_a_backward_pass_from_some_outputs_gives_the_others_no_gradient():
+    """DT-GRAD-7 with outputs unused: ``split``'s first chunk alone carries a gradient back, and
+    the rows of the other chunks get none."""
+    catalogue.load()
+    x = torch.arange(6.0).reshape(6, 1)
+    sample = catalogue.Sample((x, 2), {})
+    run = catalogue.runner("split", sample)
+    chosen, (grad,) = dt_grad.op_gradients(run, [x], 0, among=[0])
+    assert chosen == [0]
+    assert grad[2:].eq(0).all()
+    assert grad[:2].ne(0).any()
+    every, (whole,) = dt_grad.op_gradients(run, [x], 0)
+    assert every == [0, 1, 2]
+    assert torch.equal(whole[:2], grad[:2])
+
+
+def test_a_gradient_of_zeros_is_what_its_output_sends_back():
+    catalogue.load()
+    x = torch.arange(6.0).reshape(6, 1)
+    run = catalogue.runner("split", catalogue.Sample((x, 3), {}))
+    _, (grad,) = dt_grad.op_gradients(run, [x], 0, zeros=[1])
+    assert grad[3:].eq(0).all()
+    assert grad[:3].ne(0).any()
+
+
+def test_the_gradient_test_adds_the_layers_of_common_models_to_the_core_list():
+    """Every model layer is an op of this release's OpInfo with a sample a backward pass runs
+    through, so ci judges its backward (spec/dt-grad.md)."""
+    catalogue.load()
+    ops = catalogue.grad_core_ops()
+    assert set(catalogue.CORE_OPS) <= set(ops)
+    for op in catalogue.MODEL_LAYERS:
+        assert op in ops
+        assert any(catalogue.grad_samples(op, d) for d in catalogue.dtypes(op)), op
