@@ -307,6 +307,16 @@ FAMILIES["random call"] = (
     "random: a certain outcome",
     "tensor: int64",
 )
+# Random calls one after another on one world (spec/dt-random.md): what follows an uneven draw,
+# and what comes between draws.
+FAMILIES["random sequence"] = (
+    "random sequence: a replicated draw after an uneven one",
+    "random sequence: a sharded draw after an uneven one",
+    "random sequence: a partial draw after an uneven one",
+    "random sequence: a reseed between draws",
+    "random sequence: dropout between draws",
+)
+NEEDS_RANKS |= dict.fromkeys(FAMILIES["random sequence"], 2)
 FAMILIES["random layout"] = (
     "op input: R",
     "op input: S",

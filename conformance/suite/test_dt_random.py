@@ -131,8 +131,17 @@ def judge_draw(result: Any, args: dict[str, Any], parity: bool = False) -> None:
         judge.fail(result.report(f"{args['call']} raised"), rule,
                    symptoms.of_outcomes(result.outcomes))  # fmt: skip
     values = judge.all_returned(result, rule=layout_rule)
-    context = result.replay_command()
-    layout = _layout(values, args, result.backend, context, layout_rule)
+    judge_values(values, args, result.backend, result.replay_command(), parity)
+
+
+def judge_values(
+    values: list[Any], args: dict[str, Any], backend: str, context: str, parity: bool = False
+) -> None:
+    """Every rule of spec/dt-random.md on what each rank reported of one random call that
+    returned on every rank (``draws.draw``'s report, or one step of ``draws.sequence``)."""
+    factory = args["call"] in dt_random.FACTORIES
+    layout_rule = "DT-API-16" if factory else "DT-RAND-1"
+    layout = _layout(values, args, backend, context, layout_rule)
     broken: dict[str, list[str]] = {}
     mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
     coords = by_rank(mesh)
@@ -140,7 +149,7 @@ def judge_draw(result: Any, args: dict[str, Any], parity: bool = False) -> None:
     value = logical_value(locals_, args["shape"], args["mesh_shape"], layout)
     x = None if factory else dt_random.input_value(args["shape"], args["dtype"], args["input_seed"])
     if parity:
-        _parity(value, values, x, layout, args, result.backend, broken)
+        _parity(value, values, x, layout, args, backend, broken)
         _fail(broken, args, context)
         return
     _replicas(locals_, layout, args["call"] == "dropout", broken)
@@ -343,3 +352,120 @@ def test_a_random_call_under_parity_is_the_single_device_draw(
     judge.requires(impl, "dtensor", "dtensor_random", "dtensor_random_parity")
     world_size, args = data.draw(draws(impl, available_world_sizes))
     judge_draw(run_case("draws:draw", world_size, **args), args, parity=True)
+
+
+@st.composite
+def sequences(draw, impl: Any, world_sizes: list[int]) -> tuple[int, dict[str, Any]]:
+    """Random calls one after another on one world, as a training step makes them: first a
+    draw sharded unevenly (its ranks' local tensors differ in size), then replicated, sharded
+    and partial draws in a drawn order, a reseed before some of them and a dropout between
+    some. Each step is a call ``draws`` could draw alone."""
+    world_size = draw(st.sampled_from([n for n in world_sizes if n > 1] or world_sizes))
+    mesh_shape, mesh_ranks = draw(strategies.world_meshes(world_size))
+    wide = [m for m, k in enumerate(mesh_shape) if k > 1]
+    factories = "dtensor_factories" in impl.capabilities
+    calls = [c for c in dt_random.CALLS if c not in dt_random.FACTORIES or factories]
+
+    def step(kind: str) -> dict[str, Any]:
+        call = draw(st.sampled_from(calls if kind != "dropout" else ["dropout"]))
+        dtype = draw(st.sampled_from(DTYPES + ["int64"] * (call == "bernoulli_")))
+        placements = ["R"] * len(mesh_shape)
+        shape = [draw(st.integers(1, 6)), draw(st.integers(1, 6))]
+        if kind in ("uneven", "S") and wide:
+            m = draw(st.sampled_from(wide))
+            if kind == "uneven":  # a length the mesh dim does not divide
+                k = mesh_shape[m]
+                shape[0] = k * draw(st.integers(0, 3)) + draw(st.integers(1, k - 1))
+            placements[m] = "S(0)" if kind == "uneven" else f"S({draw(st.integers(-2, 1))})"
+        elif kind == "P" and wide:
+            kinds = ["sum", "max", "min"] + ["avg"] * (
+                dtype != "int64" and all(k in strategies.POWERS_OF_TWO for k in mesh_shape)
+            )
+            kinds = [k for k in kinds if f"partial:{k}" in impl.capabilities]
+            if kinds:
+                placements[draw(st.sampled_from(wide))] = f"P({draw(st.sampled_from(kinds))})"
+        return {
+            "call": call,
+            "params": draw(st.sampled_from(PARAMS[call])),
+            "shape": shape,
+            "dtype": dtype,
+            "placements": placements,
+            "input_seed": draw(st.integers(0, 2**16)),
+        }
+
+    kinds = ["uneven", *draw(st.permutations(["R", "S", "P"]))]
+    steps = []
+    for kind in kinds:
+        if steps and draw(st.integers(0, 2)) == 0:
+            steps.append(step("dropout"))
+        made = step(kind)
+        if steps and draw(st.integers(0, 2)) == 0:
+            made["reseed"] = draw(st.integers(0, 2**31 - 1))
+        steps.append(made)
+    args = {"mesh_shape": mesh_shape, "mesh_ranks": mesh_ranks,
+            "seed": draw(st.integers(0, 2**31 - 1)), "steps": steps}  # fmt: skip
+    _note_sequence(args)
+    return world_size, args
+
+
+def _note_sequence(args: dict[str, Any]) -> None:
+    """The classes of a sequence: which layouts follow an uneven draw, reseeds and dropouts
+    between draws."""
+    mesh_shape = args["mesh_shape"]
+    coords = by_rank(Mesh(tuple(mesh_shape), tuple(args["mesh_ranks"]))).values()
+    labels, uneven = set(), False
+    for i, step in enumerate(args["steps"]):
+        layout = normalize(parse_placements(step["placements"]), len(step["shape"]))
+        chunks = {tuple(local_shape_and_offset(step["shape"], mesh_shape, layout, c)[0])
+                  for c in coords}  # fmt: skip
+        wide = [p for p, k in zip(layout, mesh_shape, strict=True) if k > 1]
+        if uneven:
+            if all(p == Replicate() for p in wide):
+                labels.add("random sequence: a replicated draw after an uneven one")
+            elif any(isinstance(p, Partial) for p in wide):
+                labels.add("random sequence: a partial draw after an uneven one")
+            else:
+                labels.add("random sequence: a sharded draw after an uneven one")
+        uneven = uneven or len(chunks) > 1
+        if i and step.get("reseed") is not None:
+            labels.add("random sequence: a reseed between draws")
+        if i and step["call"] == "dropout":
+            labels.add("random sequence: dropout between draws")
+    edges.note(*sorted(labels))
+
+
+@pytest.mark.rules(
+    "DT-RAND-1", "DT-RAND-2", "DT-RAND-3", "DT-RAND-4", "DT-RAND-5", "DT-RAND-6", "DT-API-16",
+    "DT-OP-7", "DT-OP-8",
+)  # fmt: skip
+@pytest.mark.edges("random sequence")
+@given(data=st.data())
+def test_random_calls_in_sequence_each_hold_one_draw_of_their_layout(
+    impl, available_world_sizes, run_case, data
+):
+    """A sequence of random calls on one world (an uneven draw first, then replicated, sharded
+    and partial ones, reseeds and dropouts between): each call is judged as a call alone is,
+    its generators in step after it (DT-RAND-6), and the whole sequence again from the same
+    seed gives every call's draw again (DT-RAND-5). A generator that an uneven draw moved
+    differently on different ranks shows in the draws after it."""
+    judge.requires(impl, "dtensor", "dtensor_random")
+    world_size, args = data.draw(sequences(impl, available_world_sizes))
+    result = run_case("draws:sequence", world_size, **args)
+    judge.assert_built(result, rule="DT-API-7")
+    if any(isinstance(o, Raised) for o in result.outcomes):
+        judge.fail(result.report("the sequence raised"), "DT-OP-7",
+                   symptoms.of_outcomes(result.outcomes))  # fmt: skip
+    values = judge.all_returned(result, rule="DT-RAND-1")
+    context = result.replay_command()
+    for i, step in enumerate(args["steps"]):
+        got = [v[i] for v in values]
+        step_args = {**step, "mesh_shape": args["mesh_shape"], "mesh_ranks": args["mesh_ranks"]}
+        where = f"step {i} of the sequence ({step['call']}); {context}"
+        refused = [bool(g.get("refused")) for g in got]
+        if any(refused):
+            if not (all(refused) and _refusable(step_args)):
+                judge.fail(f"step {i} ({step['call']}) refused on ranks "
+                           f"{[r for r, x in enumerate(refused) if x]} [{where}]", "DT-OP-7",
+                           symptoms.WRONG_VALUE)  # fmt: skip
+            continue
+        judge_values(got, step_args, result.backend, where)

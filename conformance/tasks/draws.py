@@ -48,35 +48,91 @@ def draw(
     both calls."""
     adapter = adapters.load(impl)
     device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
-    x = None
-    if call not in FACTORIES:
-        with codec.building():
-            value = codec.random_input(shape, dtype, input_seed)
-            local = codec.op_input(ctx.rank, value, mesh_shape, mesh_ranks, placements,
-                                   input_seed).to(ctx.device)  # fmt: skip
-            x = adapter.dt_from_local(local, device_mesh, placements, False, shape,
-                                      contiguous_stride(shape))  # fmt: skip
-
-    def make() -> Any:
-        if x is None:
-            kind = getattr(torch, dtype)
-            return adapter.dt_factory(call, shape, device_mesh, placements, None, kind, False)
-        return adapter.dt_op(FUNCTIONS[call], [x, *params], {})
-
+    step = {"call": call, "params": params, "shape": shape, "dtype": dtype,
+            "placements": placements, "input_seed": input_seed}  # fmt: skip
+    x = _input(ctx, adapter, device_mesh, mesh_shape, mesh_ranks, step)
     torch.manual_seed(seed)
-    first = make()
-    local = adapter.dt_to_local(first)
-    report = {
-        "describe": adapter.dt_describe(first),
-        "local": local.detach().clone(),
-        "device": local.device.type,
-        "returned_self": first is x,
-        "after": torch.rand(8, device=ctx.device),
-    }
+    report = _drawn(ctx, adapter, device_mesh, step, x)
     torch.rand(7, device=ctx.device)
-    make()
+    _make(adapter, device_mesh, step, x)
     torch.manual_seed(seed)
-    report["again"] = adapter.dt_to_local(make()).detach().clone()
+    report["again"] = adapter.dt_to_local(_make(adapter, device_mesh, step, x)).detach().clone()
     if x is not None:
         report["input_local"] = adapter.dt_to_local(x).detach().clone()
     return report
+
+
+def sequence(
+    ctx: RankContext,
+    impl: str,
+    mesh_shape: list[int],
+    mesh_ranks: list[int],
+    seed: int,
+    steps: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The random calls of ``steps`` one after another on one world, after
+    ``torch.manual_seed(seed)``, as a training script makes them: each step a call as ``draw``
+    takes it (``call``, ``params``, ``shape``, ``dtype``, ``placements``, ``input_seed``), on an
+    input of its own, after ``torch.manual_seed(step["reseed"])`` where given; a plain
+    ``torch.rand(8)`` after each. Then the seed and every step again. Reports each step as
+    ``draw`` does, ``again`` from the second pass; a step refused with ``NotImplementedError``
+    as ``{"refused": True}``, and the sequence goes on."""
+    adapter = adapters.load(impl)
+    device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
+    passes = []
+    for _ in range(2):
+        torch.manual_seed(seed)
+        made = []
+        for step in steps:
+            x = _input(ctx, adapter, device_mesh, mesh_shape, mesh_ranks, step)
+            if step.get("reseed") is not None:
+                torch.manual_seed(step["reseed"])
+            try:
+                made.append(_drawn(ctx, adapter, device_mesh, step, x))
+            except NotImplementedError:  # a refusal DT-OP-7 allows, judged step by step
+                made.append({"refused": True})
+                continue
+            if x is not None:
+                made[-1]["input_local"] = adapter.dt_to_local(x).detach().clone()
+        passes.append(made)
+    first, second = passes
+    return [{**a, "again": b.get("local")} for a, b in zip(first, second, strict=True)]
+
+
+def _input(
+    ctx: RankContext, adapter: Any, device_mesh: Any, mesh_shape: list[int],
+    mesh_ranks: list[int], step: dict[str, Any],
+) -> Any:  # fmt: skip
+    """The DTensor a random op draws into or reads (``None`` for a factory)."""
+    if step["call"] in FACTORIES:
+        return None
+    shape, placements = step["shape"], step["placements"]
+    with codec.building():
+        value = codec.random_input(shape, step["dtype"], step["input_seed"])
+        local = codec.op_input(ctx.rank, value, mesh_shape, mesh_ranks, placements,
+                               step["input_seed"]).to(ctx.device)  # fmt: skip
+        return adapter.dt_from_local(local, device_mesh, placements, False, shape,
+                                     contiguous_stride(shape))  # fmt: skip
+
+
+def _make(adapter: Any, device_mesh: Any, step: dict[str, Any], x: Any) -> Any:
+    if x is None:
+        kind = getattr(torch, step["dtype"])
+        return adapter.dt_factory(step["call"], step["shape"], device_mesh, step["placements"],
+                                  None, kind, False)  # fmt: skip
+    return adapter.dt_op(FUNCTIONS[step["call"]], [x, *step["params"]], {})
+
+
+def _drawn(ctx: RankContext, adapter: Any, device_mesh: Any, step: dict[str, Any],
+           x: Any) -> dict[str, Any]:  # fmt: skip
+    """One call and a plain ``torch.rand(8)`` after it: the result's metadata, local tensor and
+    device, whether it is ``x``, and the plain draw."""
+    result = _make(adapter, device_mesh, step, x)
+    local = adapter.dt_to_local(result)
+    return {
+        "describe": adapter.dt_describe(result),
+        "local": local.detach().clone(),
+        "device": local.device.type,
+        "returned_self": result is x,
+        "after": torch.rand(8, device=ctx.device),
+    }

@@ -974,6 +974,42 @@ class RandomShardsFromTheStart(ReferenceAdapter):
         return args[0]
 
 
+class DrawsAfterAnUnevenOneOutOfStep(ReferenceAdapter):
+    """After a random call whose ranks hold local tensors of different sizes, the next
+    replicated random call starts each rank's draw as far into its generator as its rank, as a
+    tracker that advanced each rank by its own shard would: the replicas differ (DT-RAND-2). A
+    reseed puts the ranks back in step; a call alone, judged from its own seed, shows nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._after_uneven: int | None = None  # the seed of the uneven draw last made
+
+    def _random(self, make, replicated: bool):
+        seed = torch.initial_seed()
+        if replicated and self._after_uneven == seed:
+            torch.rand(torch.distributed.get_rank())
+        result = make()
+        sizes = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(sizes, result.to_local().numel())
+        self._after_uneven = seed if len(set(sizes)) > 1 else None
+        return result
+
+    def dt_factory(self, op, size, mesh, placements, fill_value, dtype, requires_grad):
+        make = super().dt_factory
+        if op not in ("rand", "randn"):
+            return make(op, size, mesh, placements, fill_value, dtype, requires_grad)
+        replicated = all(p == "R" for p in placements or ["R"])
+        return self._random(
+            lambda: make(op, size, mesh, placements, fill_value, dtype, requires_grad), replicated
+        )
+
+    def dt_op(self, fn, args, kwargs):
+        if fn not in dt_ops.random.RANDOM:
+            return super().dt_op(fn, args, kwargs)
+        replicated = all(isinstance(p, dt.Replicate) for p in args[0].placements)
+        return self._random(lambda: super(type(self), self).dt_op(fn, args, kwargs), replicated)
+
+
 class RandomPartsNotPartitioned(ReferenceAdapter):
     """``rand`` into ``P`` placements that fills every part with the draw, as PyTorch's tracker
     does on a CUDA mesh: a ``P(sum)`` uniform tensor worth ``k`` times a draw (DT-RAND-3)."""
@@ -1018,6 +1054,7 @@ class EqualOfOwnShards(ReferenceAdapter):
 
 
 RANDOM_SHARDS_FROM_THE_START = RandomShardsFromTheStart()
+DRAWS_AFTER_UNEVEN_OUT_OF_STEP = DrawsAfterAnUnevenOneOutOfStep()
 RANDOM_PARTS_NOT_PARTITIONED = RandomPartsNotPartitioned()
 KAIMING_FAN_OF_A_SHARD = KaimingFanOfAShard()
 EQUAL_OF_OWN_SHARDS = EqualOfOwnShards()

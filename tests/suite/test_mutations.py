@@ -413,6 +413,13 @@ MUTANTS = [
         "mutation-covering",
     ),
     Mutant(
+        "draws-after-an-uneven-one-out-of-step",
+        "test_dt_random.py::test_random_calls_in_sequence_each_hold_one_draw_of_their_layout",
+        "mutants:DRAWS_AFTER_UNEVEN_OUT_OF_STEP",
+        "DT-RAND-2",
+        ["draws:sequence", re.compile(r"step \d+ of the sequence"), "its replica"],
+    ),
+    Mutant(
         "out-returns-a-new-dtensor",
         "test_dt_ops.py::test_an_out_call_writes_the_single_device_result_into_its_out_dtensor",
         "mutants:OUT_RETURNS_NEW",
