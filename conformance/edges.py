@@ -258,6 +258,17 @@ NEEDS_RANKS |= {
     if not label.endswith((": R", ": drawn apart"))
 }
 
+# The call between an op's call and its repeat (DT-OP-9): on the same metadata with other
+# non-tensor arguments, with another number, or on another sample and layout.
+FAMILIES["op history"] = (
+    "op history: other arguments",
+    "op history: another number",
+    "op history: another layout",
+)
+
+# A training step's calls (DT-OP-9): an op's forward and backward, an optimizer update, again.
+FAMILIES["training step"] = ("op grad: an optimizer update between two steps",)
+
 # A chain of API calls and its backward pass (spec/dt-grad.md), one family, as for operators. A
 # P(max) leaf is drawn, but ci's 60 chains hold none over more than one coordinate: not required.
 FAMILIES["grad chain"] = (

@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from conformance import edges, judge, symptoms
 from conformance.ops import catalogue
 from conformance.oracle import dt_grad, dt_ops, grad_composite
+from conformance.suite import test_dt_ops
 from conformance.suite.test_dt_grad import read_gradient
 from conformance.suite.test_dt_ops import judge_op_case, op_case, op_cases
 from conformance.tasks.ops import BACKWARD
-from conformance.vocabulary import Mesh, format_placements
-from conformance.world import Died, Hung, Raised
+from conformance.vocabulary import Mesh, format_placements, parse_placements
+from conformance.world import Died, Hung, Raised, one_world
 from conformance.world.backends import backend_named
 
 __all__ = ["op_case"]  # the fixture, which this module's tests ask for by name
@@ -85,16 +86,18 @@ def run_and_judge(op_case, world_size: int, args: dict[str, Any]) -> None:
     run_one(op_case, world_size, args, None if ascending else "DT-MESH-8")
 
 
-def run_one(op_case, world_size: int, args: dict[str, Any], blame: str | None = None) -> None:
-    """One gradient case. A rank that hung or died says nothing of where: the same case without
-    its backward pass runs next, and where that returns on every rank, the backward pass hung
-    or died (DT-GRAD-7); where it does not, the forward call did (spec/dt-ops.md)."""
+def run_one(op_case, world_size: int, args: dict[str, Any], blame: str | None = None) -> Any:
+    """One gradient case, judged; its result. A rank that hung or died says nothing of where:
+    the same case without its backward pass runs next, and where that returns on every rank,
+    the backward pass hung or died (DT-GRAD-7); where it does not, the forward call did
+    (spec/dt-ops.md)."""
     result = op_case(world_size, **args)
     stuck = any(isinstance(o, Hung | Died) for o in result.outcomes)
     if stuck and op_case(world_size, **{**args, "backward": []}).ok:
         why = "the case returns on every rank without its backward pass"
         judge.fail(result.report(why), "DT-GRAD-7", symptoms.of_outcomes(result.outcomes))
     judge_grad_case(result, args, blame)
+    return result
 
 
 def judge_grad_case(result: Any, args: dict[str, Any], blame: str | None = None) -> None:
@@ -201,3 +204,74 @@ def test_an_ops_gradient_is_the_single_device_gradient(
         pytest.skip(f"{op}: no sample a backward pass runs through in torch {torch.__version__}")
     world_size, args = data.draw(grad_cases(impl, op, available_world_sizes))
     run_and_judge(op_case, world_size, args)
+
+
+def optimizer_update(step: dict[str, Any]) -> dict[str, Any] | None:
+    """The in-place update an optimizer makes of a gradient case's first leaf ``p``:
+    ``p.add_(g, alpha=...)``, the in-place variant of ``add`` on one of its samples of two
+    tensors of ``p``'s shape and dtype, ``p`` laid out as the leaf and ``g`` as its gradient
+    (DT-GRAD-2); ``None`` where ``add`` has no such sample."""
+    sample = catalogue.samples(step["op"], step["dtype"])[step["sample"]]
+    leaves = [i for i, start in enumerate(step["starts"]) if start]
+    if not leaves:
+        return None
+    p = sample.tensors()[leaves[0]]
+    for index in catalogue.in_place_samples("add", step["dtype"]):
+        tensors = catalogue.samples("add", step["dtype"])[index].tensors()
+        if len(tensors) == 2 and all(t.shape == p.shape for t in tensors):
+            texts = step["placements"][leaves[0]]
+            grad = format_placements(dt_grad.gradient_placements(parse_placements(texts)))
+            return {
+                "op": "add", "dtype": step["dtype"], "sample": index, "in_place": True,
+                "mesh_shape": step["mesh_shape"], "mesh_ranks": step["mesh_ranks"],
+                "placements": [texts, grad], "seed": step["seed"],
+            }  # fmt: skip
+    return None
+
+
+@pytest.mark.rules(
+    "DT-OP-9", "DT-OP-11", "DT-GRAD-6", "DT-GRAD-7", "DT-GRAD-8", "DT-GRAD-9", "DT-GRAD-2",
+    "DT-GRAD-4", "DT-OP-1", "DT-OP-2", "DT-OP-3", "DT-OP-4", "DT-OP-5", "DT-OP-6", "DT-OP-7",
+    "DT-OP-8", "DT-OP-10", "DT-MESH-8", "DT-REDIST-3", "DT-REDIST-4",
+)  # fmt: skip
+@pytest.mark.edges("training step")
+@given(data=st.data())
+def test_a_training_steps_calls_each_give_what_they_give_alone(
+    impl, available_world_sizes, op_case, data
+):
+    """The calls of a training step on one world: an op's forward and backward pass (a
+    gradient case), an optimizer's in-place update of its first leaf (``optimizer_update``),
+    then the forward and backward pass again. Each call is judged alone, and the repeat gives
+    what the first gave, outputs and gradients alike, whatever the update left in any cache
+    (DT-OP-9)."""
+    judge.requires(impl, "dtensor", "dtensor_ops", "dtensor_grad")
+    unclaimed = getattr(impl, "unclaimed_ops", ())
+    op = data.draw(st.sampled_from([o for o in catalogue.grad_ops() if o not in unclaimed]))
+    world_size, step = data.draw(grad_cases(impl, op, available_world_sizes))
+    update = optimizer_update(step)
+    if update is not None:
+        edges.note("op grad: an optimizer update between two steps")
+    seen = []
+    with one_world():
+        for args in (step, update, step):
+            if args is None:
+                continue
+            if args is update:
+                test_dt_ops.run_and_judge(op_case, world_size, args)
+                continue
+            result = run_one(op_case, world_size, args)
+            seen.append(_repeatable(result))
+    judge.assert_equal("outputs and gradients of the first step, and of the same step after "
+                       "the update", seen[1], seen[0], result.replay_command(),
+                       rule="DT-OP-9")  # fmt: skip
+
+
+def _repeatable(result: Any) -> Any:
+    """What a gradient case gave, as comparable data: the refusal's types, or rank 0's outputs
+    and gradients, bit for bit."""
+    if not result.ok:
+        return sorted({o.type for o in result.outcomes if isinstance(o, Raised)})
+    got = result.values()[0]
+    outputs = [test_dt_ops.bits(o.get("full")) for o in got["outputs"]]
+    grads = [None if g is None else test_dt_ops.bits(g.get("local")) for g in got["grads"]]
+    return outputs, grads

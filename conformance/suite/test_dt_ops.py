@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils import _pytree as pytree
 
-from conformance import judge, symptoms
-from conformance.ops import cases, catalogue
+from conformance import edges, judge, symptoms
+from conformance.ops import anatomy, cases, catalogue
 from conformance.ops.cases import input_placements, op_cases
 from conformance.oracle import composite_bounds, dt_ops
 from conformance.oracle.layout import local_shape_and_offset
@@ -348,40 +348,84 @@ def test_an_op_on_dtensors_gives_the_single_device_result(
 
 
 @pytest.mark.rules("DT-OP-9", "DT-MESH-8", "DT-REDIST-3", "DT-REDIST-4")
+@pytest.mark.edges("op history")
 @given(data=st.data())
 def test_an_ops_result_does_not_depend_on_the_ops_before_it(
     impl, available_world_sizes, op_case, data
 ):
-    """One op called on one sample laid out one way, then on another sample of it laid out
-    another way (what a cache of propagation decisions may confuse with the first: the same op,
-    other arguments), then the first call again, on one world: each call is judged alone, and
-    the third must give what the first gave."""
+    """One op called on one sample laid out one way, then again as a cache of propagation
+    decisions may confuse with the first (``second_call``): on DTensors of the same metadata
+    with other non-tensor arguments (another dim, keepdim), with another number in place of an
+    argument, or on another sample laid out another way; then the first call again, on one
+    world. Each call is judged alone, and the third must give what the first gave."""
     judge.requires(impl, "dtensor", "dtensor_ops")
     unclaimed = getattr(impl, "unclaimed_ops", ())
     op = data.draw(st.sampled_from([o for o in CORE if o not in unclaimed and catalogue.known(o)]))
     world_size, first = data.draw(op_cases(impl, op, available_world_sizes))
-    samples = catalogue.samples(op, first["dtype"])
-    index = data.draw(st.integers(0, len(samples) - 1))
-    other = [data.draw(input_placements(impl, first["mesh_shape"], t))
-             for t in samples[index].tensors()]  # fmt: skip
-    second = {k: v for k, v in first.items() if k not in ("scalars", "homes")}
+    first, second = data.draw(second_call(impl, first))
     seen = []
     with one_world():
-        for args in (first, {**second, "sample": index, "placements": other}, first):
+        for args in (first, second, first):
             result = run_and_judge(op_case, world_size, args)
             if any(isinstance(o, Raised) for o in result.outcomes):  # an allowed refusal
                 seen.append(sorted({o.type for o in result.outcomes if isinstance(o, Raised)}))
                 continue
-            seen.append([{k: v for k, v in o.items() if k != "full"} | {"full": _bits(o)}
+            seen.append([{k: v for k, v in o.items() if k != "full"} | {"full": bits(o.get("full"))}
                          for o in result.values()[0]["outputs"]])  # fmt: skip
     judge.assert_equal("outputs of the first call, and of the same call after another",
                        seen[2], seen[0], result.replay_command(), rule="DT-OP-9")  # fmt: skip
 
 
-def _bits(output: dict[str, Any]) -> Any:
-    """An output's value as comparable data: a tensor's bytes, exactly."""
-    full = output.get("full")
-    return None if full is None else (str(full.dtype), full.shape, full.numpy().tobytes())
+@st.composite
+def second_call(draw, impl: Any, first: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The first call and the call between it and its repeat, drawn by kind among those the
+    sample allows: a sample of the same tensor shapes and dtypes with other non-tensor
+    arguments, on the same placements; another Python number in place of the same argument
+    (the first call given one where it had none); another sample laid out another way."""
+    op, dtype = first["op"], first["dtype"]
+    samples = catalogue.samples(op, dtype)
+    mine = samples[first["sample"]]
+    siblings = [i for i, s in enumerate(samples) if i != first["sample"] and
+                _metadata(s) == _metadata(mine) and _arguments(s) != _arguments(mine)]  # fmt: skip
+    forms = anatomy.number_forms(op, dtype, first["sample"], "plain")
+    numbers = {i: [f for f in f_i if f != "0-d"] for i, f_i in enumerate(forms)}
+    numbers = {i: f_i for i, f_i in numbers.items() if len(f_i) > 1}
+    kinds = ["another layout"] + ["other arguments"] * bool(siblings)
+    kinds += ["another number"] * bool(numbers) * (first.get("homes") is None)
+    kind = draw(st.sampled_from(kinds))
+    edges.note(f"op history: {kind}")
+    if kind == "other arguments":
+        return first, {**first, "sample": draw(st.sampled_from(siblings))}
+    if kind == "another number":
+        i = draw(st.sampled_from(sorted(numbers)))
+        one, other = draw(st.permutations(numbers[i]))[:2]
+        scalars = list(first.get("scalars") or [None] * len(mine.tensors()))
+        placements = list(first["placements"])
+        scalars[i], placements[i] = one, []
+        first = {**first, "scalars": scalars, "placements": placements}
+        scalars = list(scalars)
+        scalars[i] = other
+        return first, {**first, "scalars": scalars}
+    index = draw(st.integers(0, len(samples) - 1))
+    other = [draw(input_placements(impl, first["mesh_shape"], t))
+             for t in samples[index].tensors()]  # fmt: skip
+    rest = {k: v for k, v in first.items() if k not in ("scalars", "homes")}
+    return first, {**rest, "sample": index, "placements": other}
+
+
+def _metadata(sample: catalogue.Sample) -> list[tuple[Any, ...]]:
+    return [(tuple(t.shape), t.dtype) for t in sample.tensors()]
+
+
+def _arguments(sample: catalogue.Sample) -> str:
+    """A sample's non-tensor arguments, comparable: their ``repr`` in order."""
+    leaves, spec = sample.leaves()
+    return repr([x for x in leaves if not isinstance(x, torch.Tensor)]) + repr(spec)
+
+
+def bits(tensor: torch.Tensor | None) -> Any:
+    """A tensor's value as comparable data: its bytes, exactly."""
+    return None if tensor is None else (str(tensor.dtype), tensor.shape, tensor.numpy().tobytes())
 
 
 @pytest.mark.rules("DT-OP-11", "DT-OP-7", "DT-OP-8", "DT-MESH-8", "DT-REDIST-3", "DT-REDIST-4")
