@@ -435,8 +435,8 @@ def _note_sequence(args: dict[str, Any]) -> None:
 
 
 @pytest.mark.rules(
-    "DT-RAND-1", "DT-RAND-2", "DT-RAND-3", "DT-RAND-4", "DT-RAND-5", "DT-RAND-6", "DT-API-16",
-    "DT-OP-7", "DT-OP-8",
+    "DT-RAND-1", "DT-RAND-2", "DT-RAND-3", "DT-RAND-4", "DT-RAND-5", "DT-RAND-6", "DT-API-7",
+    "DT-API-16", "DT-OP-7", "DT-OP-8",
 )  # fmt: skip
 @pytest.mark.edges("random sequence")
 @given(data=st.data())
