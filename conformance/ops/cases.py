@@ -403,9 +403,9 @@ def _variant(draw, impl: Any, op: str, variant: str, case: dict[str, Any],
 def input_placements(draw, impl: Any, mesh_shape: list[int], tensor: torch.Tensor) -> list[str]:
     """One placement per mesh dim for an input, drawn apart from any other input, its kind drawn
     first (shards twice as often as the others): ``S(d)`` (negative ``d`` too), ``R``, strided
-    shards where claimed (as FSDP stacks them on a later shard of the same dim, where the mesh
-    has one of the size), and one ``P(op)`` of those ``layouts.partial_kinds`` allows and the
-    implementation claims."""
+    shards where claimed, as FSDP stacks them on tensor parallelism (``_S(d, k)`` with ``S(d)``
+    on a later mesh dim of size ``k``; a plain ``S(d)`` where no later dim is free), and one
+    ``P(op)`` of those ``layouts.partial_kinds`` allows and the implementation claims."""
     ndim = tensor.dim()
     dtype = str(tensor.dtype).removeprefix("torch.")
     ops = _kinds(dtype, _headroom(tensor), mesh_shape, frozenset(impl.capabilities))
@@ -414,14 +414,18 @@ def input_placements(draw, impl: Any, mesh_shape: list[int], tensor: torch.Tenso
         kinds.append("_S")
     if ops:
         kinds.append(f"P({draw(st.sampled_from(ops))})")
-    placements = []
-    for _ in mesh_shape:
-        kind = draw(st.sampled_from(kinds))
+    placements = [draw(st.sampled_from(kinds)) for _ in mesh_shape]
+    for m, kind in enumerate(placements):
         if kind == "S":
-            kind = f"S({draw(st.integers(-ndim, ndim - 1))})"
+            placements[m] = f"S({draw(st.integers(-ndim, ndim - 1))})"
         elif kind == "_S":
-            kind = f"_S({draw(st.integers(0, ndim - 1))}, {draw(st.sampled_from([2, 3]))})"
-        placements.append(kind)
+            d = draw(st.integers(0, ndim - 1))
+            later = [x for x in range(m + 1, len(mesh_shape)) if placements[x] in ("S", "R")]
+            if later:  # FSDP's strided shard of a dim a later mesh dim shards
+                tp = draw(st.sampled_from(later))
+                placements[m], placements[tp] = f"_S({d}, {mesh_shape[tp]})", f"S({d})"
+            else:
+                placements[m] = f"S({d})"
     return placements
 
 

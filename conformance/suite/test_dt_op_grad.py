@@ -75,15 +75,15 @@ def _note(starts: list, placements: list, every: list[int], chosen: list[int],
     edges.note(*labels)
 
 
-def run_and_judge(op_case, world_size: int, args: dict[str, Any]) -> None:
-    """Run a gradient case and judge it. On a mesh whose ranks are not ascending, its twin on
-    the ascending mesh of that shape runs first: a wrong gradient that only the other rank
-    order shows breaks DT-MESH-8, not the op's gradient rule."""
+def run_and_judge(op_case, world_size: int, args: dict[str, Any]) -> Any:
+    """Run a gradient case and judge it; its result. On a mesh whose ranks are not ascending,
+    its twin on the ascending mesh of that shape runs first: a wrong gradient that only the
+    other rank order shows breaks DT-MESH-8, not the op's gradient rule."""
     ascending = args["mesh_ranks"] == sorted(args["mesh_ranks"])
     if not ascending:
         twin = {**args, "mesh_ranks": sorted(args["mesh_ranks"])}
         run_one(op_case, world_size, twin)
-    run_one(op_case, world_size, args, None if ascending else "DT-MESH-8")
+    return run_one(op_case, world_size, args, None if ascending else "DT-MESH-8")
 
 
 def run_one(op_case, world_size: int, args: dict[str, Any], blame: str | None = None) -> Any:
@@ -259,7 +259,7 @@ def test_a_training_steps_calls_each_give_what_they_give_alone(
             if args is update:
                 test_dt_ops.run_and_judge(op_case, world_size, args)
                 continue
-            result = run_one(op_case, world_size, args)
+            result = run_and_judge(op_case, world_size, args)
             seen.append(_repeatable(result))
     judge.assert_equal("outputs and gradients of the first step, and of the same step after "
                        "the update", seen[1], seen[0], result.replay_command(),
