@@ -241,14 +241,13 @@ def assert_tensor_exact(
     if actual.shape != expected.shape:
         _fail(f"{what}.shape", tuple(actual.shape), tuple(expected.shape), context, rule)
     if not torch.equal(actual, expected) and not _equal_with_nan(actual, expected):
-        wrong = (actual != expected).nonzero()[:5].tolist()
-        _fail(
-            f"{what} at {wrong}",
-            actual.flatten()[:8].tolist(),
-            expected.flatten()[:8].tolist(),
-            context,
-            rule,
-        )
+        differ = actual != expected
+        if actual.is_floating_point():
+            differ &= ~(actual.isnan() & expected.isnan())
+        wrong = differ.nonzero()[:5]
+        at = tuple(wrong.t())  # the values where they differ, not the first ones
+        _fail(f"{what} at {wrong.tolist()}", actual[at].tolist(), expected[at].tolist(), context,
+              rule)  # fmt: skip
 
 
 def rounded_through_float32(actual: Any, expected: torch.Tensor) -> bool:

@@ -1058,3 +1058,42 @@ DRAWS_AFTER_UNEVEN_OUT_OF_STEP = DrawsAfterAnUnevenOneOutOfStep()
 RANDOM_PARTS_NOT_PARTITIONED = RandomPartsNotPartitioned()
 KAIMING_FAN_OF_A_SHARD = KaimingFanOfAShard()
 EQUAL_OF_OWN_SHARDS = EqualOfOwnShards()
+
+
+class _UnusedAsOnes(torch.autograd.Function):
+    """Several outputs' local tensors, unchanged; backward, an output that got no gradient (one
+    the program left unused) is given ones, as if it were a loss."""
+
+    @staticmethod
+    def forward(ctx, *locals_):
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(*locals_)
+        return tuple(t.view_as(t) for t in locals_)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return tuple(torch.ones_like(t) if g is None else g
+                     for g, t in zip(grads, ctx.saved_tensors, strict=True))  # fmt: skip
+
+
+class UnusedOutputsGetOnes(ReferenceAdapter):
+    """Multi-output ops (``split``, ``chunk``, ``unbind``, ...) whose backward takes the gradient
+    of an output nobody used to be ones, where it is zeros: a backward pass from some of the
+    outputs gives the input a gradient it does not have (DT-GRAD-7). A backward pass from every
+    output never meets it."""
+
+    def dt_op(self, fn, args, kwargs):
+        result = super().dt_op(fn, args, kwargs)
+        outputs = list(result) if isinstance(result, (tuple, list)) else []
+        if len(outputs) < 2 or not all(
+            isinstance(y, dt.DTensor) and y.requires_grad for y in outputs
+        ):
+            return result
+        locals_ = _UnusedAsOnes.apply(*[y._local for y in outputs])
+        return type(result)(
+            dt.DTensor(local, y.device_mesh, y.placements, y.shape, y.stride())
+            for local, y in zip(locals_, outputs, strict=True)
+        )
+
+
+UNUSED_OUTPUTS_GET_ONES = UnusedOutputsGetOnes()

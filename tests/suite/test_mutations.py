@@ -413,6 +413,13 @@ MUTANTS = [
         "mutation-covering",
     ),
     Mutant(
+        "unused-outputs-get-ones",
+        "test_dt_op_grad.py::test_an_ops_gradient_is_the_single_device_gradient[chunk]",
+        "mutants:UNUSED_OUTPUTS_GET_ONES",
+        "DT-GRAD-7",
+        ['"op": "chunk"', '"backward": [0]', "its gradient"],
+    ),
+    Mutant(
         "draws-after-an-uneven-one-out-of-step",
         "test_dt_random.py::test_random_calls_in_sequence_each_hold_one_draw_of_their_layout",
         "mutants:DRAWS_AFTER_UNEVEN_OUT_OF_STEP",
