@@ -246,8 +246,8 @@ def assert_tensor_exact(
             differ &= ~(actual.isnan() & expected.isnan())
         wrong = differ.nonzero()[:5]
         at = tuple(wrong.t())  # the values where they differ, not the first ones
-        _fail(f"{what} at {wrong.tolist()}", actual[at].tolist(), expected[at].tolist(), context,
-              rule)  # fmt: skip
+        shown = [t[at].reshape(-1).tolist() for t in (actual, expected)]
+        _fail(f"{what} at {wrong.tolist()}", *shown, context, rule)
 
 
 def rounded_through_float32(actual: Any, expected: torch.Tensor) -> bool:

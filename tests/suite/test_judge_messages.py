@@ -43,6 +43,6 @@ full_tensor() at [[2]]=[2.0], but should be [3.0] [case]
         self.assertExpectedInline(
             message(judge.assert_tensor_exact, "sum", torch.tensor(1), torch.tensor(2), "case"),
             """\
-sum at [[]]=1, but should be 2 [case]
+sum at [[]]=[1], but should be [2] [case]
   symptom: wrong value""",
         )
