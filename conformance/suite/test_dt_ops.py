@@ -349,6 +349,7 @@ def test_an_op_on_dtensors_gives_the_single_device_result(
 
 @pytest.mark.rules("DT-OP-9", "DT-MESH-8", "DT-REDIST-3", "DT-REDIST-4")
 @pytest.mark.edges("op history")
+@pytest.mark.volume(5)
 @given(data=st.data())
 def test_an_ops_result_does_not_depend_on_the_ops_before_it(
     impl, available_world_sizes, op_case, data
