@@ -1,4 +1,4 @@
-"""``python -m conformance``: run the suite, replay one case, or measure the engine."""
+"""``python -m conformance``: run the suite, replay cases, or measure the engine."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from conformance import hash_seed, options, paths
+
+if TYPE_CHECKING:
+    from conformance.world import Case
 
 SUITE = Path(__file__).parent / "suite"
 
@@ -63,8 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.set_defaults(handler=_run)
 
-    replay = commands.add_parser("replay", help="run one case on a fresh world, print outcomes")
-    replay.add_argument("case", help="the case as JSON, as printed by a failing test")
+    replay = commands.add_parser(
+        "replay", help="run a case (or several, in order) on a fresh world, print outcomes"
+    )
+    replay.add_argument(
+        "cases", nargs="+", metavar="case", help="the case as JSON, as printed by a failing test"
+    )
     replay.add_argument("--backend", default="gloo")
     replay.add_argument(
         "--impl",
@@ -240,14 +247,58 @@ def _interruptible_run_folder() -> Iterator[None]:
 
 
 def _replay(args: argparse.Namespace, extra: list[str]) -> int:
-    """Run one case. A case is data: it names one of the suite's tasks (or of a module that
+    """Run cases, in order, on one fresh world (a case that fails only after others, DT-OP-9,
+    prints them all). A case is data: it names one of the suite's tasks (or of a module that
     ``--task-module`` allows) and never the implementation, which comes from ``--impl``."""
     from conformance import adapters
     from conformance.world import Case, LocalWorld
     from conformance.world.protocol import SUITE_TASKS
 
+    cases = [_replayed(text, args) for text in args.cases]
+    impl = args.impl or ("reference" if all(_suite_task(c) for c in cases) else None)
+    if impl is not None:  # the suite's tasks take it; another module's, where --impl gives it
+        try:
+            adapters.load(impl)
+        except ValueError as exc:
+            raise options.UsageError(f"--impl {exc}") from None
+        cases = [Case(c.task, {**c.args, "impl": impl}) for c in cases]
+    # A pure call (conformance.tasks.pure) runs as in a suite run: in a rank with no group.
+    pure = [c.task.startswith(f"{SUITE_TASKS}.pure:") for c in cases]
+    if any(pure) != all(pure):
+        raise options.UsageError(f"pure calls ({SUITE_TASKS}.pure) replay apart from others")
+    world = LocalWorld(
+        1 if pure[0] else args.world_size,
+        args.backend,
+        case_timeout_s=args.timeout,
+        process_group=not pure[0],
+    )
+    with world:
+        for n, case in enumerate(cases, 1):
+            result = world.run(case)
+            if len(cases) > 1:
+                print(f"case {n} of {len(cases)}: {case.task}")
+            if not result.ok:
+                print(result.report("the case did not return on every rank"), file=sys.stderr)
+                return 1
+            for outcome in result.outcomes:
+                print(outcome.describe())
+    return 0
+
+
+def _suite_task(case: Case) -> bool:
+    from conformance.world.protocol import SUITE_TASKS
+
+    return case.task.startswith(SUITE_TASKS + ".")
+
+
+def _replayed(text: str, args: argparse.Namespace) -> Case:
+    """A case of the command line, checked: JSON of a task the replay may run, naming no
+    implementation."""
+    from conformance.world import Case
+    from conformance.world.protocol import SUITE_TASKS
+
     try:
-        case = Case.from_json(args.case)
+        case = Case.from_json(text)
     except (ValueError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
         raise options.UsageError(
             f"the case must be JSON like the replay line prints: {exc}"
@@ -255,8 +306,7 @@ def _replay(args: argparse.Namespace, extra: list[str]) -> int:
     module, _, function = case.task.partition(":")
     if not function.isidentifier():
         raise options.UsageError(f"task {case.task!r} does not name a function of its module")
-    suite_task = module.startswith(SUITE_TASKS + ".")
-    if not suite_task and module not in args.task_module:
+    if not _suite_task(case) and module not in args.task_module:
         raise options.UsageError(
             f"task {case.task!r} is not one of the suite's ({SUITE_TASKS}.*); a case is data, "
             "so other code runs only where --task-module names its module"
@@ -266,29 +316,7 @@ def _replay(args: argparse.Namespace, extra: list[str]) -> int:
             f"the case names an implementation (impl={case.args['impl']!r}); a case is data: "
             "give the implementation with --impl"
         )
-    impl = args.impl or ("reference" if suite_task else None)
-    if impl is not None:  # the suite's tasks take it; another module's, where --impl gives it
-        try:
-            adapters.load(impl)
-        except ValueError as exc:
-            raise options.UsageError(f"--impl {exc}") from None
-        case = Case(case.task, {**case.args, "impl": impl})
-    # A pure call (conformance.tasks.pure) runs as in a suite run: in a rank with no group.
-    pure = module == f"{SUITE_TASKS}.pure"
-    world = LocalWorld(
-        1 if pure else args.world_size,
-        args.backend,
-        case_timeout_s=args.timeout,
-        process_group=not pure,
-    )
-    with world:
-        result = world.run(case)
-    if result.ok:
-        for outcome in result.outcomes:
-            print(outcome.describe())
-        return 0
-    print(result.report("the case did not return on every rank"), file=sys.stderr)
-    return 1
+    return case
 
 
 def _rules(args: argparse.Namespace, extra: list[str]) -> int:

@@ -259,9 +259,11 @@ NEEDS_RANKS |= {
 }
 
 # The call between an op's call and its repeat (DT-OP-9): on the same metadata with other
-# non-tensor arguments, with another number, or on another sample and layout.
+# non-tensor arguments (a dim either call names sharded, where one does), with another number,
+# or on another sample and layout.
 FAMILIES["op history"] = (
     "op history: other arguments",
+    "op history: other arguments on a named dim sharded",
     "op history: another number",
     "op history: another layout",
 )

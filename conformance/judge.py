@@ -164,7 +164,9 @@ def fail(
     if KNOWN.covers(violated, symptom):
         KNOWN.met(violated, symptom or frozenset())
         if currently_in_test_context() or _CoveringExample.running:
-            raise KnownFailureMet(message)
+            met = KnownFailureMet(message)
+            met.violated, met.symptom = violated, symptom
+            raise met
         first_line = message.splitlines()[0] if message else ""
         outcome: Exception = pytest.xfail.Exception(
             f"known failure of {', '.join(violated)} ({symptoms.render(symptom or ())}): "
@@ -176,6 +178,11 @@ def fail(
     outcome.symptom = symptom
     outcome.world_size = LEDGER.latest_size
     raise outcome
+
+
+# What a failed judgement raises: a failure, a known one inside a property, or outside it. Each
+# carries the rules it broke (``violated``) and the symptom (``symptom``).
+FAILED = (pytest.fail.Exception, pytest.xfail.Exception, KnownFailureMet)
 
 
 def assert_built(result: CaseResult, *, rule: str) -> None:

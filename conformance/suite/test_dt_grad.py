@@ -128,9 +128,6 @@ def simpler(args: dict[str, Any]) -> dict[str, Any] | None:
 # refusal of one is not a gradient's fault.
 FORWARD_RULES = {"redistribute": "DT-REDIST-3", "to_local": "DT-API-11", "full_tensor": "DT-API-12"}
 
-# What a failed judgement raises: a failure, a known one inside a property, or outside it.
-FAILED = (pytest.fail.Exception, pytest.xfail.Exception, judge.KnownFailureMet)
-
 
 def run_and_judge(run_case: Any, world_size: int, args: dict[str, Any], twin: bool = False) -> None:
     """Run a chain and judge it. A failed chain runs ``simpler`` next: where that fails too,
@@ -149,7 +146,7 @@ def run_and_judge(run_case: Any, world_size: int, args: dict[str, Any], twin: bo
         return
     try:
         judge_chain(result, args)
-    except FAILED:
+    except judge.FAILED:
         shorter = simpler(args)
         if shorter is not None and not _forward_failed(result, args):
             run_and_judge(run_case, world_size, shorter, twin=True)

@@ -25,6 +25,7 @@ from conformance.vocabulary import Mesh, parse_placements
 from conformance.world import Case, Raised, one_world
 from conformance.world.backends import backend_named
 from conformance.world.harness import HarnessError
+from conformance.world.ledger import LEDGER
 
 # The core list (the default of --ops): the ops of a transformer training step and their
 # neighbours, named without importing OpInfo (seconds); an op the installed release's OpInfo
@@ -364,17 +365,41 @@ def test_an_ops_result_does_not_depend_on_the_ops_before_it(
     op = data.draw(st.sampled_from([o for o in CORE if o not in unclaimed and catalogue.known(o)]))
     world_size, first = data.draw(op_cases(impl, op, available_world_sizes))
     first, second = data.draw(second_call(impl, first))
-    seen = []
+    seen, before = [], []
     with one_world():
         for args in (first, second, first):
-            result = run_and_judge(op_case, world_size, args)
+            result = _judged_after(op_case, world_size, args, before)
+            before.append(result.case)
             if any(isinstance(o, Raised) for o in result.outcomes):  # an allowed refusal
                 seen.append(sorted({o.type for o in result.outcomes if isinstance(o, Raised)}))
                 continue
             seen.append([{k: v for k, v in o.items() if k != "full"} | {"full": bits(o.get("full"))}
                          for o in result.values()[0]["outputs"]])  # fmt: skip
     judge.assert_equal("outputs of the first call, and of the same call after another",
-                       seen[2], seen[0], result.replay_command(), rule="DT-OP-9")  # fmt: skip
+                       seen[2], seen[0], result.replay_command(before[:-1]),
+                       rule="DT-OP-9")  # fmt: skip
+
+
+def _judged_after(op_case: Any, world_size: int, args: dict[str, Any], before: list[Case]) -> Any:
+    """A call judged on the world that ran the calls ``before`` it (and, first, the cases of
+    earlier examples); its result. Where it fails, the same call runs alone on a fresh world and
+    is judged by its own rules: a failure there is the call's own; where it passes, what ran
+    before it made the difference (DT-OP-9), and the failure says so, with a replay of the calls
+    in order. (An attached world, the launcher's processes, cannot be replaced: the call runs
+    again on it.)"""
+    try:
+        return run_and_judge(op_case, world_size, args)
+    except judge.FAILED as caught:
+        failure = caught
+    LEDGER.replace_latest_world()
+    alone = run_and_judge(op_case, world_size, args)
+    told = [line for line in str(failure).splitlines()
+            if not line.startswith(("  rules:", "  symptom:"))]  # fmt: skip
+    after = (f"after the {len(before)} call(s) before it on one world it fails: "
+             f"{alone.replay_command(before)}" if before else
+             "it failed after the cases of earlier examples on the same world")  # fmt: skip
+    judge.fail("\n".join(told) + f"\n  alone on a fresh world the call passes; {after}",
+               "DT-OP-9", getattr(failure, "symptom", None))  # fmt: skip
 
 
 @st.composite
@@ -396,7 +421,10 @@ def second_call(draw, impl: Any, first: dict[str, Any]) -> tuple[dict[str, Any],
     kind = draw(st.sampled_from(kinds))
     edges.note(f"op history: {kind}")
     if kind == "other arguments":
-        return first, {**first, "sample": draw(st.sampled_from(siblings))}
+        # a sibling naming other dims than the first call, where one does
+        others = [i for i in siblings if _named(op, dtype, i) != _named(op, dtype, first["sample"])]
+        sibling = draw(st.sampled_from(others if others and draw(st.booleans()) else siblings))
+        return draw(_a_named_dim_sharded(first, sibling)), {**first, "sample": sibling}
     if kind == "another number":
         i = draw(st.sampled_from(sorted(numbers)))
         one, other = draw(st.permutations(numbers[i]))[:2]
@@ -412,6 +440,36 @@ def second_call(draw, impl: Any, first: dict[str, Any]) -> tuple[dict[str, Any],
              for t in samples[index].tensors()]  # fmt: skip
     rest = {k: v for k, v in first.items() if k not in ("scalars", "homes")}
     return first, {**rest, "sample": index, "placements": other}
+
+
+@st.composite
+def _a_named_dim_sharded(draw, first: dict[str, Any], sibling: int) -> dict[str, Any]:
+    """The first call, or, where one call names a dim of a DTensor argument that the other does
+    not (``sum(x, 0)`` then ``sum(x, 1)``), the first call with that dim sharded on a mesh dim:
+    the output's layout follows the named dim there, so a propagation cache that leaves the
+    arguments out of its key gives the second call the first one's layout."""
+    op, dtype = first["op"], first["dtype"]
+    homes = first.get("homes") or ["mesh"] * len(first["placements"])
+    scalars = first.get("scalars") or [None] * len(first["placements"])
+    named = sorted(
+        (i, d)
+        for i, d in _named(op, dtype, first["sample"]) ^ _named(op, dtype, sibling)
+        if homes[i] == "mesh" and scalars[i] is None and first["placements"][i]
+        and not any(text.startswith("_S") for text in first["placements"][i])
+    )  # fmt: skip
+    if not named or not draw(st.booleans()):
+        return first
+    i, d = draw(st.sampled_from(named))
+    m = draw(st.integers(0, len(first["mesh_shape"]) - 1))
+    placements = [list(texts) for texts in first["placements"]]
+    placements[i][m] = f"S({d})"
+    edges.note("op history: other arguments on a named dim sharded")
+    return {**first, "placements": placements}
+
+
+def _named(op: str, dtype: str, index: int) -> set[tuple[int, int]]:
+    """The dims of its tensor arguments that a sample's call names (``anatomy``)."""
+    return set(anatomy.of(op, dtype, index).named_dims)
 
 
 def _metadata(sample: catalogue.Sample) -> list[tuple[Any, ...]]:

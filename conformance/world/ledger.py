@@ -19,6 +19,8 @@ from typing import Protocol
 class Retirable(Protocol):
     def retire_unless_in_step(self) -> None: ...
 
+    def retire(self) -> None: ...
+
 
 class Ledger:
     def __init__(self) -> None:
@@ -56,6 +58,14 @@ class Ledger:
         world = self._latest_world() if self._latest_world is not None else None
         if world is not None:
             world.retire_unless_in_step()
+
+    def replace_latest_world(self) -> None:
+        """Replace the world that ran this process's latest case, so that the next case runs on
+        fresh processes: a case judged again without what ran before it (DT-OP-9). An attached
+        world (the launcher's processes) records none, and runs on."""
+        world = self._latest_world() if self._latest_world is not None else None
+        if world is not None:
+            world.retire()
 
 
 LEDGER = Ledger()

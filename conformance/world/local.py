@@ -360,6 +360,11 @@ class LocalWorld:
                 return True
         return False
 
+    def retire(self) -> None:
+        """Stop the ranks: the next case starts fresh ones."""
+        if self.running:
+            self._kill()
+
     def retire_unless_in_step(self) -> None:
         """After a case the judge failed: keep the world only if its groups are in step."""
         if self.running and not self._in_step():

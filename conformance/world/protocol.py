@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,18 +55,22 @@ class Case:
             raise ValueError(f"args must be an object; got {type(args).__name__}")
         return cls(task=data["task"], args=args)
 
-    def replay_command(self, world_size: int, backend: str) -> str:
-        """A one-line shell command that runs this case again on a fresh world. The case is
-        data: the implementation it ran (``args.impl``) is an option of the command, never part
-        of the JSON, and a task outside the suite's own needs its module named to run."""
-        data = Case(self.task, {k: v for k, v in self.args.items() if k != "impl"})
+    def replay_command(self, world_size: int, backend: str, after: Sequence[Case] = ()) -> str:
+        """A one-line shell command that runs this case again on a fresh world, after the cases
+        ``after`` on that world, in order. A case is data: the implementation it ran
+        (``args.impl``) is an option of the command, never part of the JSON, and a task outside
+        the suite's own needs its module named to run."""
+        cases = [*after, self]
         options = f"--backend {backend} --world-size {world_size}"
         if "impl" in self.args:
             options += f" --impl {shlex.quote(str(self.args['impl']))}"
-        module = self.task.partition(":")[0]
-        if not module.startswith(SUITE_TASKS + "."):
-            options += f" --task-module {shlex.quote(module)}"
-        return f"python -m conformance replay {options} {shlex.quote(data.to_json())}"
+        for module in dict.fromkeys(case.task.partition(":")[0] for case in cases):
+            if not module.startswith(SUITE_TASKS + "."):
+                options += f" --task-module {shlex.quote(module)}"
+        data = [Case(c.task, {k: v for k, v in c.args.items() if k != "impl"}) for c in cases]
+        return f"python -m conformance replay {options} " + " ".join(
+            shlex.quote(d.to_json()) for d in data
+        )
 
 
 FACTS_ATTRIBUTE = "shardspec_facts"
@@ -175,8 +180,8 @@ class CaseResult:
             raise CaseFailed(self.report("not every rank returned"))
         return [o.value for o in self.outcomes]  # type: ignore[union-attr]
 
-    def replay_command(self) -> str:
-        return self.case.replay_command(self.world_size, self.backend)
+    def replay_command(self, after: Sequence[Case] = ()) -> str:
+        return self.case.replay_command(self.world_size, self.backend, after)
 
     def report(self, headline: str) -> str:
         """A failure report a reader can act on: the case, each rank's outcome, the replay."""

@@ -1097,3 +1097,25 @@ class UnusedOutputsGetOnes(ReferenceAdapter):
 
 
 UNUSED_OUTPUTS_GET_ONES = UnusedOutputsGetOnes()
+
+
+class LayoutCachedWithoutArguments(ReferenceAdapter):
+    """A cache of each op's output metadata (placements, shape, stride) keyed on the op and its
+    DTensor inputs' metadata, not on its other arguments (a sharding-propagation cache missing
+    ``dim`` or ``keepdim`` in its key): the op called again on DTensors of the same metadata with
+    another ``dim`` labels its own local result with the first call's metadata (DT-OP-9)."""
+
+    seen: dict = {}  # noqa: RUF012 (one cache per rank process, as a propagation cache is)
+
+    def dt_op(self, fn, args, kwargs):
+        result = super().dt_op(fn, args, kwargs)
+        if not isinstance(result, dt.DTensor):
+            return result
+        inputs = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, dt.DTensor)]
+        key = (fn, *((tuple(a.shape), a.dtype, a.placements, a.device_mesh) for a in inputs))
+        spec = (result.placements, result.shape, result.stride())
+        placements, shape, stride = self.seen.setdefault(key, spec)
+        return dt.DTensor(result._local, result.device_mesh, placements, shape, stride)
+
+
+LAYOUT_CACHED_WITHOUT_ARGUMENTS = LayoutCachedWithoutArguments()

@@ -48,6 +48,24 @@ def test_replay_prints_every_ranks_outcome():
     ]
 
 
+def test_replay_of_several_cases_runs_them_in_order_on_one_world():
+    """A case that fails only after others (DT-OP-9) replays with them: one world, in order."""
+    case = json.dumps({"task": "world_tasks:calls_so_far", "args": {}})
+    done = conformance(
+        "-m", "conformance", "replay", "--task-module", "world_tasks", "--world-size", "2",
+        case, case,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "case 1 of 2: world_tasks:calls_so_far",
+        "rank 0: returned 1",
+        "rank 1: returned 1",
+        "case 2 of 2: world_tasks:calls_so_far",
+        "rank 0: returned 2",
+        "rank 1: returned 2",
+    ]
+
+
 @pytest.mark.parametrize("seed", [None, "random", "1"])
 def test_every_rank_hashes_under_the_pinned_seed_whatever_the_callers(seed):
     """PyTorch's choice among equally cheap strategies follows string hashing: a command of the

@@ -420,6 +420,13 @@ MUTANTS = [
         ['"op": "chunk"', '"backward": [0]', "its gradient"],
     ),
     Mutant(
+        "layout-cached-without-arguments",
+        "test_dt_ops.py::test_an_ops_result_does_not_depend_on_the_ops_before_it",
+        "mutants:LAYOUT_CACHED_WITHOUT_ARGUMENTS",
+        "DT-OP-9",
+        ["alone on a fresh world the call passes", "call(s) before it on one world it fails"],
+    ),
+    Mutant(
         "draws-after-an-uneven-one-out-of-step",
         "test_dt_random.py::test_random_calls_in_sequence_each_hold_one_draw_of_their_layout",
         "mutants:DRAWS_AFTER_UNEVEN_OUT_OF_STEP",

@@ -18,6 +18,15 @@ def whoami(ctx: RankContext) -> list[int]:
     return [ctx.rank, ctx.world_size]
 
 
+_CALLS = [0]
+
+
+def calls_so_far(ctx: RankContext) -> int:
+    """How many times this rank process has run this task, this call included."""
+    _CALLS[0] += 1
+    return _CALLS[0]
+
+
 def string_hash(ctx: RankContext, text: str) -> int:
     """What ``hash`` gives in this rank, which only the interpreter's hash seed decides."""
     return hash(text)
