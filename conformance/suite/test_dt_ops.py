@@ -391,14 +391,15 @@ def _judged_after(op_case: Any, world_size: int, args: dict[str, Any], before: l
         return run_and_judge(op_case, world_size, args)
     except judge.FAILED as caught:
         failure = caught
-    LEDGER.replace_latest_world()
+    fresh = LEDGER.replace_latest_world()
     alone = run_and_judge(op_case, world_size, args)
     told = [line for line in str(failure).splitlines()
             if not line.startswith(("  rules:", "  symptom:"))]  # fmt: skip
+    again = "alone on a fresh world" if fresh else "run again on the same (attached) world"
     after = (f"after the {len(before)} call(s) before it on one world it fails: "
              f"{alone.replay_command(before)}" if before else
              "it failed after the cases of earlier examples on the same world")  # fmt: skip
-    judge.fail("\n".join(told) + f"\n  alone on a fresh world the call passes; {after}",
+    judge.fail("\n".join(told) + f"\n  {again} the call passes; {after}",
                "DT-OP-9", getattr(failure, "symptom", None))  # fmt: skip
 
 

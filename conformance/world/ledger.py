@@ -59,13 +59,14 @@ class Ledger:
         if world is not None:
             world.retire_unless_in_step()
 
-    def replace_latest_world(self) -> None:
+    def replace_latest_world(self) -> bool:
         """Replace the world that ran this process's latest case, so that the next case runs on
-        fresh processes: a case judged again without what ran before it (DT-OP-9). An attached
-        world (the launcher's processes) records none, and runs on."""
+        fresh processes: a case judged again without what ran before it (DT-OP-9). Whether it
+        did: an attached world (the launcher's processes) records none, and runs on."""
         world = self._latest_world() if self._latest_world is not None else None
         if world is not None:
             world.retire()
+        return world is not None
 
 
 LEDGER = Ledger()
