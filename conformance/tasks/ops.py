@@ -3,6 +3,7 @@ the op through the adapter, and report every output and whether the inputs survi
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -153,6 +154,12 @@ def _backward(
     grads = [None if start is None else gradient_of(adapter, start, x, local)
              for x, local, start in zip(inputs, locals_, starts, strict=True)]  # fmt: skip
     return {"output_requires_grad": flags, "grads": grads}
+
+
+def in_backward(stack: str) -> bool:
+    """Whether a hung rank's Python stacks (``Hung.stack``, as faulthandler prints them) are
+    inside this task's backward pass: the one place a hang is seen where it happened."""
+    return re.search(rf" in {_backward.__name__}$", stack, re.MULTILINE) is not None
 
 
 def _dtensor(

@@ -1119,3 +1119,30 @@ class LayoutCachedWithoutArguments(ReferenceAdapter):
 
 
 LAYOUT_CACHED_WITHOUT_ARGUMENTS = LayoutCachedWithoutArguments()
+
+
+def _spin() -> None:
+    """Compute forever: a hang that the case timeout, which counts CPU time, sees."""
+    while True:
+        pass
+
+
+class ForwardSpins(ReferenceAdapter):
+    """Every op call computes forever: a hang in the forward call (ERR-7)."""
+
+    def dt_op(self, fn, args, kwargs):
+        _spin()
+
+
+class BackwardSpins(ReferenceAdapter):
+    """Every op returns; a backward pass through a full tensor computes forever (DT-GRAD-7)."""
+
+    def dt_full_tensor(self, dt):
+        full = super().dt_full_tensor(dt)
+        if full.requires_grad:
+            full.register_hook(lambda grad: _spin())
+        return full
+
+
+FORWARD_SPINS = ForwardSpins()
+BACKWARD_SPINS = BackwardSpins()

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
 import torch
 
 from conformance.ops import catalogue
-from conformance.world import Case
+from conformance.suite.test_dt_op_grad import stuck_in_backward
+from conformance.suite.test_dt_ops import WARM, WARM_TIMEOUT_S
+from conformance.world import Case, Died, Hung, Returned
+from conformance.world.local import LocalWorld
 
 
 def test_an_op_that_writes_an_argument_leaves_the_ranks_samples_as_they_were(world_pool):
@@ -25,3 +32,50 @@ def test_an_op_that_writes_an_argument_leaves_the_ranks_samples_as_they_were(wor
     running_mean = catalogue.samples(op, "float32")[sample].tensors()[1]
     assert torch.equal(first["inputs_full"][1], running_mean)
     assert torch.equal(second["inputs_full"][1], running_mean)
+
+
+GRAD_CASE = {"op": "add", "dtype": "float32", "sample": 0, "mesh_shape": [1], "mesh_ranks": [0],
+             "placements": [["R"], ["R"]], "seed": 0, "starts": ["from_local", "from_local"],
+             "backward": [0], "upstream_seed": 1}  # fmt: skip
+
+
+def no_rerun(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("the rerun without the backward pass ran, where a stack said enough")
+
+
+@pytest.mark.parametrize(
+    ("impl", "why"),
+    [("mutants:FORWARD_SPINS", ""),
+     ("mutants:BACKWARD_SPINS",
+      "the stack of every rank that did not return is in the backward pass")],
+)  # fmt: skip
+def test_a_hung_ranks_stack_places_the_hang_in_the_forward_call_or_the_backward_pass(impl, why):
+    """A forward call that computes for about the case timeout may return in time when run
+    again: a rerun without the backward pass would blame its hang on the backward pass
+    (DT-GRAD-7). The hung rank's stack places it, and no rerun is needed."""
+    with LocalWorld(1, case_timeout_s=2.0, grace_s=2.0) as world:
+        assert world.run(Case(WARM), timeout_s=WARM_TIMEOUT_S).ok
+        result = world.run(Case("conformance.tasks.ops:apply", {**GRAD_CASE, "impl": impl}))
+    (hung,) = result.outcomes
+    assert isinstance(hung, Hung), result.report("the planted hang did not hang")
+    assert stuck_in_backward(no_rerun, 1, GRAD_CASE, result.outcomes) == why
+
+
+def test_a_hang_in_the_backward_pass_while_a_rank_hangs_in_the_forward_call_is_the_forwards():
+    """Ranks that part ways in the forward call: one waits there, another has gone on to the
+    backward pass and waits in it. The forward call did not return on every rank."""
+    backward = '  File "conformance/tasks/ops.py", line 1 in _backward\n'
+    forward = '  File "conformance/tasks/ops.py", line 1 in apply\n'
+    both = (Hung(0, 2.0, forward), Hung(1, 2.0, backward + forward))
+    assert stuck_in_backward(no_rerun, 2, GRAD_CASE, both) == ""
+
+
+def test_a_rank_that_died_is_placed_by_the_rerun_without_the_backward_pass():
+    died = (Died(0, -9, ""),)
+    forward_returns = lambda *args, **kwargs: SimpleNamespace(ok=True)  # noqa: E731
+    forward_dies = lambda *args, **kwargs: SimpleNamespace(ok=False)  # noqa: E731
+    assert stuck_in_backward(forward_returns, 1, GRAD_CASE, died) == (
+        "the case returns on every rank without its backward pass"
+    )
+    assert stuck_in_backward(forward_dies, 1, GRAD_CASE, died) == ""
+    assert stuck_in_backward(no_rerun, 1, GRAD_CASE, (Returned(0, {}),)) == ""
