@@ -17,7 +17,7 @@ from conformance.oracle import dt_grad, dt_ops, grad_composite
 from conformance.suite import test_dt_ops
 from conformance.suite.test_dt_grad import read_gradient
 from conformance.suite.test_dt_ops import judge_op_case, op_case, op_cases
-from conformance.tasks.ops import BACKWARD, in_backward
+from conformance.tasks.ops import BACKWARD, hung_in
 from conformance.vocabulary import Mesh, format_placements, parse_placements
 from conformance.world import Died, Hung, Raised, one_world
 from conformance.world.backends import backend_named
@@ -100,19 +100,20 @@ def run_one(op_case, world_size: int, args: dict[str, Any], blame: str | None = 
 
 def stuck_in_backward(op_case, world_size: int, args: dict[str, Any], outcomes: Any) -> str:
     """Why the backward pass is where a case hung or died, or ``""`` where it is not. A hung
-    rank's stack says where it was: where every rank that did not return hung in the backward
-    pass, the backward pass hung; where one hung in the forward call, the forward call did not
-    return on every rank, whatever the others did next. A rank that died leaves no stack (nor
-    does a rank of an attached world), and then the same case without its backward pass runs
-    next: where that returns on every rank, the backward pass hung or died. The stacks come
-    first because a forward call that computes for about the case timeout may return in time
-    when run again, and the rerun alone would blame its hang on the backward pass."""
+    rank's stack says where it was (``hung_in``): where every rank that did not return hung in
+    the backward pass, the backward pass hung; where one hung in the forward call, the forward
+    call did not return on every rank, whatever the others did next. A rank that died leaves no
+    stack (nor does a rank of an attached world, and a deep stack is cut short before the
+    task's frames), and then the same case without its backward pass runs next: where that
+    returns on every rank, the backward pass hung or died. The stacks come first because a
+    forward call that computes for about the case timeout may return in time when run again,
+    and the rerun alone would blame its hang on the backward pass."""
     stuck = [o for o in outcomes if isinstance(o, Hung | Died)]
     if not stuck:
         return ""
-    stacks = [o.stack for o in stuck if isinstance(o, Hung) and o.stack]
-    if len(stacks) == len(stuck):
-        if all(in_backward(stack) for stack in stacks):
+    places = [hung_in(o.stack) for o in stuck if isinstance(o, Hung)]
+    if len(places) == len(stuck) and all(places):
+        if set(places) == {"backward"}:
             return "the stack of every rank that did not return is in the backward pass"
         return ""
     if op_case(world_size, **{**args, "backward": []}).ok:

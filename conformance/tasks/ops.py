@@ -156,10 +156,15 @@ def _backward(
     return {"output_requires_grad": flags, "grads": grads}
 
 
-def in_backward(stack: str) -> bool:
-    """Whether a hung rank's Python stacks (``Hung.stack``, as faulthandler prints them) are
-    inside this task's backward pass: the one place a hang is seen where it happened."""
-    return re.search(rf" in {_backward.__name__}$", stack, re.MULTILINE) is not None
+def hung_in(stack: str) -> str:
+    """Where a hung rank's Python stacks (``Hung.stack``, as faulthandler prints them) show this
+    task: ``"backward"`` in its backward pass, ``"forward"`` elsewhere in it, ``""`` where they
+    show no frame of it (no stack, or one cut short at faulthandler's depth of 100 frames)."""
+    frames = re.findall(r'[/\\]conformance[/\\]tasks[/\\]ops\.py", line \d+ in (\w+)$', stack,
+                        re.MULTILINE)  # fmt: skip
+    if not frames:
+        return ""
+    return "backward" if _backward.__name__ in frames else "forward"
 
 
 def _dtensor(

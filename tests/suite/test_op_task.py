@@ -61,13 +61,25 @@ def test_a_hung_ranks_stack_places_the_hang_in_the_forward_call_or_the_backward_
     assert stuck_in_backward(no_rerun, 1, GRAD_CASE, result.outcomes) == why
 
 
+def frame(function: str) -> str:
+    return f'  File "/site-packages/conformance/tasks/ops.py", line 1 in {function}\n'
+
+
 def test_a_hang_in_the_backward_pass_while_a_rank_hangs_in_the_forward_call_is_the_forwards():
     """Ranks that part ways in the forward call: one waits there, another has gone on to the
     backward pass and waits in it. The forward call did not return on every rank."""
-    backward = '  File "conformance/tasks/ops.py", line 1 in _backward\n'
-    forward = '  File "conformance/tasks/ops.py", line 1 in apply\n'
-    both = (Hung(0, 2.0, forward), Hung(1, 2.0, backward + forward))
+    both = (Hung(0, 2.0, frame("apply")), Hung(1, 2.0, frame("_backward") + frame("apply")))
     assert stuck_in_backward(no_rerun, 2, GRAD_CASE, both) == ""
+
+
+def test_a_stack_that_shows_no_frame_of_the_task_is_placed_by_the_rerun():
+    """faulthandler prints 100 frames of a stack: a deep one loses the task's frames, which
+    would have said where it was."""
+    deep = '  File "/site-packages/torch/_ops.py", line 1 in __call__\n' * 100 + "  ...\n"
+    forward_returns = lambda *args, **kwargs: SimpleNamespace(ok=True)  # noqa: E731
+    assert stuck_in_backward(forward_returns, 1, GRAD_CASE, (Hung(0, 2.0, deep),)) == (
+        "the case returns on every rank without its backward pass"
+    )
 
 
 def test_a_rank_that_died_is_placed_by_the_rerun_without_the_backward_pass():
