@@ -612,3 +612,13 @@ def test_a_per_op_test_runs_once_per_chosen_op_of_those_it_can_run(pytester):
         ]
     )
     assert "test_ops_with_a_variant[add]" not in result.stdout.str()
+
+
+def test_a_per_op_test_left_with_no_chosen_op_is_skipped_with_its_reason_under_xdist(pytester):
+    """``--ops add`` leaves the in-place test no op: one skipped item that says why, which
+    xdist can hand to a worker (an empty parameter set ended the run in an INTERNALERROR)."""
+    pytester.makepyfile(test_per_op=PER_OP_TEST)
+    result = run(pytester, "--ops", "add", "-n", "2", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*--ops add: no op this test runs*"])
+    assert "INTERNALERROR" not in result.stdout.str()
