@@ -341,8 +341,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             runs = set(per_op.kwargs["ops"]())
             ops = [op for op in ops if op in runs]
         if not ops:  # one skipped item with its reason: an empty parameter set breaks xdist
-            why = f"--ops {_ops_option(metafunc.config)}: no op this test runs"
-            ops = [pytest.param(None, marks=pytest.mark.skip(reason=why), id="no-op-chosen")]
+            why = f"--ops {_ops_option(metafunc.config)}: none of these ops is one this test runs"
+            ops = [pytest.param(None, marks=pytest.mark.skip(reason=why), id="no-runnable-op")]
         metafunc.parametrize("op", ops)
     if "world" in metafunc.fixturenames and "world_size" not in own_arguments:
         sizes = world_sizes(metafunc.config)

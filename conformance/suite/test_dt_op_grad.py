@@ -19,7 +19,7 @@ from conformance.suite.test_dt_grad import read_gradient
 from conformance.suite.test_dt_ops import judge_op_case, op_case, op_cases
 from conformance.tasks.ops import BACKWARD, hung_in
 from conformance.vocabulary import Mesh, format_placements, parse_placements
-from conformance.world import Died, Hung, Raised, one_world
+from conformance.world import Died, Hung, Raised, Returned, one_world
 from conformance.world.backends import backend_named
 
 __all__ = ["op_case"]  # the fixture, which this module's tests ask for by name
@@ -99,26 +99,37 @@ def run_one(op_case, world_size: int, args: dict[str, Any], blame: str | None = 
 
 
 def stuck_in_backward(op_case, world_size: int, args: dict[str, Any], outcomes: Any) -> str:
-    """Why the backward pass is where a case hung or died, or ``""`` where it is not. A hung
-    rank's stack says where it was (``hung_in``): where every rank that did not return hung in
-    the backward pass, the backward pass hung; where one hung in the forward call, the forward
-    call did not return on every rank, whatever the others did next. A rank that died leaves no
-    stack (nor does a rank of an attached world, and a deep stack is cut short before the
-    task's frames), and then the same case without its backward pass runs next: where that
+    """Why the backward pass is where a case hung or died, or ``""`` where it is not. Each rank
+    that did not return says where it was, as far as it can (``_where``): where one was in the
+    forward call, the forward call did not return on every rank, whatever the others did next;
+    where every rank that hung or died was in the backward pass, the backward pass hung. Where
+    a rank cannot say (it exited or was killed without a stack, or its stack was cut short
+    before the task's frames), the same case without its backward pass runs next: where that
     returns on every rank, the backward pass hung or died. The stacks come first because a
     forward call that computes for about the case timeout may return in time when run again,
-    and the rerun alone would blame its hang on the backward pass."""
+    and the rerun alone would blame its hang on the backward pass. (A stack says where the time
+    ran out, not which part used it: a forward call that used most of the timeout leaves its
+    backward pass to cross it.)"""
     stuck = [o for o in outcomes if isinstance(o, Hung | Died)]
     if not stuck:
         return ""
-    places = [hung_in(o.stack) for o in stuck if isinstance(o, Hung)]
-    if len(places) == len(stuck) and all(places):
-        if set(places) == {"backward"}:
-            return "the stack of every rank that did not return is in the backward pass"
+    places = [_where(o) for o in outcomes if not isinstance(o, Returned)]
+    if "forward" in places:
         return ""
+    if all(_where(o) == "backward" for o in stuck):
+        return "every rank that hung or died was in the backward pass (its stack)"
     if op_case(world_size, **{**args, "backward": []}).ok:
         return "the case returns on every rank without its backward pass"
     return ""
+
+
+def _where(outcome: Any) -> str:
+    """Where a rank that did not return was: ``"backward"``, ``"forward"`` or ``""`` (it cannot
+    say). A raise says by its fact; a hung rank by its stack; a rank that died of a signal by the
+    stacks faulthandler wrote to its log."""
+    if isinstance(outcome, Raised):
+        return "backward" if (outcome.facts or {}).get(BACKWARD) else "forward"
+    return hung_in(outcome.stack if isinstance(outcome, Hung) else outcome.log_tail)
 
 
 def judge_grad_case(result: Any, args: dict[str, Any], blame: str | None = None) -> None:

@@ -157,11 +157,15 @@ def _backward(
 
 
 def hung_in(stack: str) -> str:
-    """Where a hung rank's Python stacks (``Hung.stack``, as faulthandler prints them) show this
-    task: ``"backward"`` in its backward pass, ``"forward"`` elsewhere in it, ``""`` where they
-    show no frame of it (no stack, or one cut short at faulthandler's depth of 100 frames)."""
-    frames = re.findall(r'[/\\]conformance[/\\]tasks[/\\]ops\.py", line \d+ in (\w+)$', stack,
-                        re.MULTILINE)  # fmt: skip
+    """Where a rank's Python stacks show this task: ``"backward"`` in its backward pass,
+    ``"forward"`` elsewhere in it, ``""`` where they show no frame of it (no stack, or one cut
+    short at faulthandler's depth of 100 frames). Read from faulthandler's format (a local
+    world's ranks: ``line 12 in f``) and traceback's (an attached world's: ``line 12, in f``)."""
+    frames = re.findall(
+        r'[/\\]conformance[/\\]tasks[/\\]ops\.py", line (?:\d+|\?\?\?),? in (\w+)$',
+        stack,
+        re.MULTILINE,
+    )
     if not frames:
         return ""
     return "backward" if _backward.__name__ in frames else "forward"

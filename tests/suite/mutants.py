@@ -1137,8 +1137,8 @@ class ForwardSpins(ReferenceAdapter):
 class BackwardSpins(ReferenceAdapter):
     """Every op returns; a backward pass through a full tensor computes forever (DT-GRAD-7)."""
 
-    def dt_full_tensor(self, dt):
-        full = super().dt_full_tensor(dt)
+    def dt_full_tensor(self, dt, grad_placements=None):
+        full = super().dt_full_tensor(dt, grad_placements)
         if full.requires_grad:
             full.register_hook(lambda grad: _spin())
         return full

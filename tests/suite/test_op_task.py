@@ -11,7 +11,7 @@ import torch
 from conformance.ops import catalogue
 from conformance.suite.test_dt_op_grad import stuck_in_backward
 from conformance.suite.test_dt_ops import WARM, WARM_TIMEOUT_S
-from conformance.world import Case, Died, Hung, Returned
+from conformance.world import Case, Died, Hung, Raised, Returned
 from conformance.world.local import LocalWorld
 
 
@@ -39,21 +39,31 @@ GRAD_CASE = {"op": "add", "dtype": "float32", "sample": 0, "mesh_shape": [1], "m
              "backward": [0], "upstream_seed": 1}  # fmt: skip
 
 
+BACKWARD_STUCK = "every rank that hung or died was in the backward pass (its stack)"
+RERUN_RETURNED = "the case returns on every rank without its backward pass"
+
+
 def no_rerun(*args: Any, **kwargs: Any) -> Any:
     raise AssertionError("the rerun without the backward pass ran, where a stack said enough")
 
 
+def rerun_returns(*args: Any, **kwargs: Any) -> Any:
+    return SimpleNamespace(ok=True)
+
+
+def rerun_fails(*args: Any, **kwargs: Any) -> Any:
+    return SimpleNamespace(ok=False)
+
+
 @pytest.mark.parametrize(
     ("impl", "why"),
-    [("mutants:FORWARD_SPINS", ""),
-     ("mutants:BACKWARD_SPINS",
-      "the stack of every rank that did not return is in the backward pass")],
-)  # fmt: skip
+    [("mutants:FORWARD_SPINS", ""), ("mutants:BACKWARD_SPINS", BACKWARD_STUCK)],
+)
 def test_a_hung_ranks_stack_places_the_hang_in_the_forward_call_or_the_backward_pass(impl, why):
     """A forward call that computes for about the case timeout may return in time when run
     again: a rerun without the backward pass would blame its hang on the backward pass
     (DT-GRAD-7). The hung rank's stack places it, and no rerun is needed."""
-    with LocalWorld(1, case_timeout_s=2.0, grace_s=2.0) as world:
+    with LocalWorld(1, case_timeout_s=5.0, grace_s=2.0) as world:
         assert world.run(Case(WARM), timeout_s=WARM_TIMEOUT_S).ok
         result = world.run(Case("conformance.tasks.ops:apply", {**GRAD_CASE, "impl": impl}))
     (hung,) = result.outcomes
@@ -62,32 +72,39 @@ def test_a_hung_ranks_stack_places_the_hang_in_the_forward_call_or_the_backward_
 
 
 def frame(function: str) -> str:
+    """A frame of the op task as faulthandler prints it (a local world's stacks)."""
     return f'  File "/site-packages/conformance/tasks/ops.py", line 1 in {function}\n'
 
 
-def test_a_hang_in_the_backward_pass_while_a_rank_hangs_in_the_forward_call_is_the_forwards():
-    """Ranks that part ways in the forward call: one waits there, another has gone on to the
-    backward pass and waits in it. The forward call did not return on every rank."""
-    both = (Hung(0, 2.0, frame("apply")), Hung(1, 2.0, frame("_backward") + frame("apply")))
-    assert stuck_in_backward(no_rerun, 2, GRAD_CASE, both) == ""
+def test_a_rank_in_the_forward_call_makes_it_the_forwards_whatever_the_others_did():
+    """Ranks that part ways in the forward call: one waits there (or raised there), another has
+    gone on to the backward pass and waits in it, or died with no stack. The forward call did
+    not return on every rank."""
+    backward = Hung(1, 2.0, frame("_backward") + frame("apply"))
+    raised = Raised(0, ("RuntimeError",), "in the forward", "")
+    for parted in [(Hung(0, 2.0, frame("apply")), backward), (raised, backward),
+                   (Hung(0, 2.0, frame("apply")), Died(1, 1, ""))]:  # fmt: skip
+        assert stuck_in_backward(no_rerun, 2, GRAD_CASE, parted) == ""
 
 
-def test_a_stack_that_shows_no_frame_of_the_task_is_placed_by_the_rerun():
-    """faulthandler prints 100 frames of a stack: a deep one loses the task's frames, which
-    would have said where it was."""
-    deep = '  File "/site-packages/torch/_ops.py", line 1 in __call__\n' * 100 + "  ...\n"
-    forward_returns = lambda *args, **kwargs: SimpleNamespace(ok=True)  # noqa: E731
-    assert stuck_in_backward(forward_returns, 1, GRAD_CASE, (Hung(0, 2.0, deep),)) == (
-        "the case returns on every rank without its backward pass"
-    )
+def test_an_attached_worlds_stack_and_a_crashed_ranks_log_place_it_too():
+    """An attached world posts traceback's format (``line 1, in f``); a rank killed by a signal
+    leaves faulthandler's stacks in its log."""
+    posted = '  File "/site-packages/conformance/tasks/ops.py", line 151, in _backward\n    x\n'
+    crashed = "Fatal Python error: Segmentation fault\n" + frame("_backward") + frame("apply")
+    outcomes = (Hung(0, 2.0, posted), Died(1, -11, crashed))
+    assert stuck_in_backward(no_rerun, 2, GRAD_CASE, outcomes) == BACKWARD_STUCK
 
 
-def test_a_rank_that_died_is_placed_by_the_rerun_without_the_backward_pass():
-    died = (Died(0, -9, ""),)
-    forward_returns = lambda *args, **kwargs: SimpleNamespace(ok=True)  # noqa: E731
-    forward_dies = lambda *args, **kwargs: SimpleNamespace(ok=False)  # noqa: E731
-    assert stuck_in_backward(forward_returns, 1, GRAD_CASE, died) == (
-        "the case returns on every rank without its backward pass"
-    )
-    assert stuck_in_backward(forward_dies, 1, GRAD_CASE, died) == ""
+def test_a_rank_that_cannot_say_where_it_was_is_placed_by_the_rerun():
+    """faulthandler prints 100 frames of a stack: a deep one loses the task's frames; a rank
+    that exited leaves none. The same case without its backward pass decides."""
+    deep = Hung(0, 2.0, '  File "/site-packages/torch/_ops.py", line 1 in __call__\n' * 100)
+    for unplaced in [
+        (deep,),
+        (Died(0, 1, ""),),
+        (Died(0, -9, ""), Hung(1, 2.0, frame("_backward"))),
+    ]:
+        assert stuck_in_backward(rerun_returns, 2, GRAD_CASE, unplaced) == RERUN_RETURNED
+        assert stuck_in_backward(rerun_fails, 2, GRAD_CASE, unplaced) == ""
     assert stuck_in_backward(no_rerun, 1, GRAD_CASE, (Returned(0, {}),)) == ""

@@ -620,5 +620,5 @@ def test_a_per_op_test_left_with_no_chosen_op_is_skipped_with_its_reason_under_x
     pytester.makepyfile(test_per_op=PER_OP_TEST)
     result = run(pytester, "--ops", "add", "-n", "2", "-rs")
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*--ops add: no op this test runs*"])
+    result.stdout.fnmatch_lines(["*--ops add: none of these ops is one this test runs*"])
     assert "INTERNALERROR" not in result.stdout.str()
