@@ -116,7 +116,7 @@ def stuck_in_backward(op_case, world_size: int, args: dict[str, Any], outcomes: 
     places = [_where(o) for o in outcomes if not isinstance(o, Returned)]
     if "forward" in places:
         return ""
-    if all(_where(o) == "backward" for o in stuck):
+    if all(place == "backward" for place in places):
         return "every rank that hung or died was in the backward pass (its stack)"
     if op_case(world_size, **{**args, "backward": []}).ok:
         return "the case returns on every rank without its backward pass"
