@@ -70,6 +70,39 @@ def number_forms(op: str, dtype: str, index: int, variant: str) -> tuple[tuple[s
     )
 
 
+@functools.cache
+def reads_as_a_value(op: str, dtype: str, index: int, variant: str, i: int, form: str) -> bool:
+    """Whether tensor argument ``i`` in number ``form`` means a value, as a 0-d tensor there
+    would: the single-device call gives outputs of the same structure and shapes either way.
+    ``torch.max(x, 1)`` reduces over dim 1 where ``torch.max(x, tensor(1))`` is elementwise, and
+    ``x[True]`` adds a dim where ``x[tensor(1.)]`` indexes: such a number is a dim or an index,
+    an argument like any other, and no 0-d DTensor stands for it (DT-OP-12). A call that refuses
+    the 0-d tensor leaves nothing to compare: the number reads as a value."""
+    sample = catalogue.samples(op, dtype)[index]
+    forms: list[str | None] = [None] * len(sample.tensors())
+    forms[i] = "0-d"
+    as_tensor = _outline(op, variant, catalogue.with_scalars(sample, forms))
+    forms[i] = form
+    return as_tensor is None or as_tensor == _outline(
+        op, variant, catalogue.with_scalars(sample, forms)
+    )
+
+
+def _outline(op: str, variant: str, sample: catalogue.Sample) -> tuple | None:
+    """The structure of the call's result and each output's shape; ``None`` where it raises."""
+    try:
+        if variant == "in_place":
+            result = catalogue.call_in_place(op, sample)
+        elif variant == "out":
+            result = catalogue.call_out(op, sample)
+        else:
+            result = catalogue.call(op, sample)
+    except Exception:  # a refusal: nothing to compare with
+        return None
+    leaves, spec = pytree.tree_flatten(result)
+    return str(spec), tuple(tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in leaves)
+
+
 def _equal_dims(shapes: tuple[tuple[int, ...], ...]) -> tuple:
     return tuple(
         ((i, a), (j, b))

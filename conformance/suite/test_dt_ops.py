@@ -221,15 +221,20 @@ def run_and_judge(
 def _values_every_rank_holds(args: dict[str, Any]) -> dict[str, Any] | None:
     """Where a case holds Python numbers or 0-d plain tensors (not a mixing case's other mesh),
     the changes that make each a 0-d ``R`` DTensor of the mesh instead; ``None`` where it holds
-    none."""
+    none. A number the call reads as a dim or an index (``anatomy.reads_as_a_value``) stays."""
     n = len(args["placements"])
     scalars = list(args.get("scalars") or [None] * n)
     homes = list(args.get("homes") or ["mesh"] * n)
     placements = list(args["placements"])
     changed = False
     tensors = catalogue.samples(args["op"], args["dtype"])[args["sample"]].tensors()
+    variant = (
+        "in_place" if args.get("in_place") else "out" if args.get("out") is not None else "plain"
+    )
     for i in range(n):
-        number = scalars[i] in ("int", "float", "bool")
+        number = scalars[i] in ("int", "float", "bool") and anatomy.reads_as_a_value(
+            args["op"], args["dtype"], args["sample"], variant, i, scalars[i]
+        )
         plain = homes[i] == "plain" and (scalars[i] == "0-d" or not tensors[i].dim())
         if number or plain:
             scalars[i] = "0-d" if number else scalars[i]

@@ -72,6 +72,16 @@ def test_number_forms_are_what_the_single_device_call_takes():
         assert not {"int", "float", "bool"} & set(forms[1])  # an index is a tensor
 
 
+def test_a_number_the_op_reads_as_a_dim_is_no_value_a_0_d_dtensor_stands_for():
+    """``torch.max(x, 1)`` reduces over dim 1 where ``torch.max(x, tensor(1))`` is elementwise:
+    DT-OP-12's twin with a 0-d R DTensor would be another op."""
+    index = _first("max/binary", [(), ()])
+    assert "int" in anatomy.number_forms("max/binary", "float32", index, "plain")[1]
+    assert not anatomy.reads_as_a_value("max/binary", "float32", index, "plain", 1, "int")
+    add = _first("add", [(5, 5), (5, 5)])
+    assert anatomy.reads_as_a_value("add", "float32", add, "plain", 1, "int")
+
+
 def test_a_number_form_stands_for_the_first_element():
     sample = catalogue.samples("add", "int64")[_first("add", [(5, 5), (5, 5)], "int64")]
     y = sample.tensors()[1]
