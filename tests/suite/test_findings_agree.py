@@ -74,3 +74,15 @@ def test_a_spec_note_deviates_exactly_where_a_record_deviates_on_2_13():
         if not re.search(r"deviat", notes[r], re.IGNORECASE)
     ]  # fmt: skip
     assert (sorted(unbacked), unsaid) == ([], [])
+
+
+def test_every_record_id_the_spec_cites_is_a_record():
+    """The spec names PyTorch's behaviours by record id in backticks (three or more hyphenated
+    words, as ids are); a renamed or never-written record leaves a reader nothing to replay."""
+    known = {r.id for r in records.load_all()}
+    cited = {
+        (path.name, m)
+        for path in sorted((ROOT / "spec").glob("*.md"))
+        for m in re.findall(r"`([a-z0-9]+(?:-[a-z0-9]+){2,})`", path.read_text())
+    }
+    assert sorted((name, i) for name, i in cited if i not in known) == []
