@@ -75,7 +75,8 @@ def reads_as_a_value(op: str, dtype: str, index: int, variant: str, i: int, form
     """Whether tensor argument ``i`` in number ``form`` means a value, as a 0-d tensor there
     would: the single-device call gives outputs of the same structure and shapes either way.
     ``torch.max(x, 1)`` reduces over dim 1 where ``torch.max(x, tensor(1))`` is elementwise, and
-    ``x[True]`` adds a dim where ``x[tensor(1.)]`` indexes: such a number is a dim or an index,
+    ``x[1]`` selects a row where a 0-d mask ``x[tensor(True)]`` adds a dim: such a number is a dim
+    or an index,
     an argument like any other, and no 0-d DTensor stands for it (DT-OP-12). A call that refuses
     the 0-d tensor leaves nothing to compare: the number reads as a value."""
     sample = catalogue.samples(op, dtype)[index]

@@ -1146,3 +1146,18 @@ class BackwardSpins(ReferenceAdapter):
 
 FORWARD_SPINS = ForwardSpins()
 BACKWARD_SPINS = BackwardSpins()
+
+
+class MaxOverADimRefused(ReferenceAdapter):
+    """Refuses ``torch.max(x, dim)`` and ``torch.min(x, dim)`` with ``NotImplementedError`` on
+    every rank, as DT-OP-7 allows: a correct implementation, whose Python-number dim must not be
+    judged against the elementwise ``torch.max(x, tensor(1))`` (DT-OP-12)."""
+
+    def dt_op(self, fn, args, kwargs):
+        dim = args[1] if len(args) > 1 else kwargs.get("dim")
+        if fn in (torch.max, torch.min) and isinstance(dim, int) and not isinstance(dim, bool):
+            raise NotImplementedError("planted: max and min over a dim are not supported")
+        return super().dt_op(fn, args, kwargs)
+
+
+MAX_OVER_A_DIM_REFUSED = MaxOverADimRefused()

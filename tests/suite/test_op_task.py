@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,6 +17,8 @@ from conformance.suite.test_dt_op_grad import stuck_in_backward
 from conformance.suite.test_dt_ops import WARM, WARM_TIMEOUT_S
 from conformance.world import Case, Died, Hung, Raised, Returned
 from conformance.world.local import LocalWorld
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_an_op_that_writes_an_argument_leaves_the_ranks_samples_as_they_were(world_pool):
@@ -108,3 +114,19 @@ def test_a_rank_that_cannot_say_where_it_was_is_placed_by_the_rerun():
         assert stuck_in_backward(rerun_returns, 2, GRAD_CASE, unplaced) == RERUN_RETURNED
         assert stuck_in_backward(rerun_fails, 2, GRAD_CASE, unplaced) == ""
     assert stuck_in_backward(no_rerun, 1, GRAD_CASE, (Returned(0, {}),)) == ""
+
+
+def test_a_refused_max_over_a_python_number_dim_passes_the_ci_draws():
+    """``torch.max(x, 1)`` refused with ``NotImplementedError`` on every rank is DT-OP-7's
+    allowed refusal; its twin with a 0-d ``R`` DTensor is the elementwise max, another op, so
+    DT-OP-12 has nothing to say (``anatomy.reads_as_a_value``)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "conformance.plugin", "-p", "no:cacheprovider",
+         "conformance/suite/test_dt_ops.py::test_an_op_on_dtensors_gives_the_single_device_result",
+         "--impl", "mutants:MAX_OVER_A_DIM_REFUSED", "--ops", "max/binary,min/binary",
+         "--hypothesis-profile=ci", "-q"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "tests" / "suite")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "2 passed" in done.stdout.splitlines()[-1]
