@@ -113,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     fixtures.set_defaults(handler=_fixtures)
 
     findings = commands.add_parser(
-        "findings", help="PyTorch's deviations as programs: check, replay, render FINDINGS.md"
+        "findings",
+        help="PyTorch's deviations as programs: check, replay, render FINDINGS.md and RELEASES.md",
     ).add_subparsers(dest="action", required=True)
     check = findings.add_parser("check", help="replay every record on the installed PyTorch")
     check.add_argument("ids", nargs="*", help="record ids (default: every record)")
@@ -124,8 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     for command in (check, show):
         command.add_argument("--timeout", type=positive_seconds, default=10.0)
     render = findings.add_parser("render", help="FINDINGS.md from the records")
-    render.add_argument("--out", help="write the page there (default: print it)")
-    for command in (check, show, render):
+    changes = findings.add_parser("changes", help="RELEASES.md: what changed between releases")
+    for command in (render, changes):
+        command.add_argument("--out", help="write the page there (default: print it)")
+    for command in (check, show, render, changes):
         command.set_defaults(handler=_findings)
 
     argv = sys.argv[1:] if argv is None else argv
@@ -352,10 +355,10 @@ def _matrix(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _findings(args: argparse.Namespace, extra: list[str]) -> int:
-    from conformance.findings import check, records, render
+    from conformance.findings import changes, check, records, render
 
-    if args.action == "render":
-        page = render.page(records.load_all())
+    if args.action in ("render", "changes"):
+        page = (render if args.action == "render" else changes).page(records.load_all())
         if args.out:
             Path(args.out).write_text(page)
         else:

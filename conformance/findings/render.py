@@ -30,7 +30,8 @@ The suite's own verdicts are listed per release in [`xfails/torch/`](xfails/torc
 with its known-failing rules and the symptom of each (a failure of the same rule that shows
 another way is a new failure). Each comment there names the records (`finding:`) of the rules
 its entry lists; `tests/suite/test_findings_agree.py` checks that the known failures, these
-records and the spec's "PyTorch 2.13" notes name the same rules.
+records and the spec's "PyTorch 2.13" notes name the same rules. What broke, was fixed or
+changed how it shows from one release to the next: [RELEASES.md](RELEASES.md).
 """
 
 SECTIONS = {
@@ -81,30 +82,34 @@ def releases_text(record: Record) -> str:
         key = (record.per_rank(record.releases[release]), record.breaks(release))
         by_outcome.setdefault(key, []).append(release)
 
-    def does(outcomes: tuple[str, ...], broken: tuple[str, ...]) -> str:
-        text = verdict.describe(record, outcomes)
-        if text == "conforms" or broken == record.rules:
-            return text
-        return text + (f" (breaks {', '.join(broken)})" if broken else ", which the spec allows")
-
     if len(by_outcome) == 1:
         ((key, releases),) = by_outcome.items()
-        return f"{_span(releases)}: {does(*key)}"
-    return "; ".join(f"**{_span(releases)}**: {does(*key)}" for key, releases in by_outcome.items())
+        return f"{_span(releases)}: {does(record, *key)}"
+    return "; ".join(
+        f"**{_span(releases)}**: {does(record, *key)}" for key, releases in by_outcome.items()
+    )
+
+
+def does(record: Record, outcomes: tuple[str, ...], broken: tuple[str, ...]) -> str:
+    """What a release does, in words, and which of the record's rules it breaks where not all."""
+    text = verdict.describe(record, outcomes)
+    if text == "conforms" or broken == record.rules:
+        return text
+    return text + (f" (breaks {', '.join(broken)})" if broken else ", which the spec allows")
 
 
 def _span(releases: Sequence[str]) -> str:
     return releases[0] if len(releases) == 1 else ", ".join(releases)
 
 
-def _cell(text: str) -> str:
+def cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
 def row(record: Record) -> str:
     note = record.note[:1].upper() + record.note[1:]
     does = releases_text(record) + (f". {note}" if note else "")
-    return f"| {', '.join(record.rules)} | {_cell(record.case)} | {_cell(does)} | `{record.id}` |"
+    return f"| {', '.join(record.rules)} | {cell(record.case)} | {cell(does)} | `{record.id}` |"
 
 
 def not_drawn(records: Sequence[Record], verdicts: dict[str, dict[str, str]]) -> list:
@@ -158,7 +163,7 @@ def page(records: Sequence[Record]) -> str:
         "| record | thread | relation |",
         "| --- | --- | --- |",
         *(
-            f"| `{r.id}` | [{t['title']}]({t['url']}) | {_cell(t['relation'])} |"
+            f"| `{r.id}` | [{t['title']}]({t['url']}) | {cell(t['relation'])} |"
             for r in records
             for t in r.upstream
         ),

@@ -14,10 +14,11 @@ import pytest
 from expecttest import assert_expected_inline
 
 from conformance import rules
-from conformance.findings import check, records, render, verdict
+from conformance.findings import changes, check, records, render, verdict
 from conformance.findings.records import Record
 
 FINDINGS = Path(render.__file__).resolve().parents[1] / "FINDINGS.md"
+RELEASES = FINDINGS.with_name("RELEASES.md")
 
 
 def record(**changes) -> Record:
@@ -197,6 +198,55 @@ def test_no_two_records_tell_one_behaviour():
 def test_findings_md_is_rendered_from_the_records():
     """``python -m conformance findings render --out conformance/FINDINGS.md`` makes it."""
     assert FINDINGS.read_text() == render.page(records.load_all())
+
+
+def test_releases_md_is_rendered_from_the_records():
+    """``python -m conformance findings changes --out conformance/RELEASES.md`` makes it."""
+    assert RELEASES.read_text() == changes.page(records.load_all())
+
+
+def test_a_change_between_releases_is_a_break_a_fix_or_another_way_of_showing():
+    def outcomes(*per_release: str) -> dict[str, tuple[str, ...]]:
+        return {r: (o,) for r, o in zip(("2.12.1", "2.13.0", "2.14.1"), per_release, strict=False)}
+
+    kept = record(id="kept", releases=outcomes("returns 2", "returns 2", "returns 2"))
+    broke = record(id="broke", releases=outcomes("returns 1", "returns 2", "returns 2"))
+    fixed = record(id="fixed", releases=outcomes("returns 2", "returns 2", "returns 1"))
+    moved = record(id="moved", releases=outcomes("returns 2", "raises ValueError"))
+    unrecorded = record(id="unrecorded", releases={"2.12.1": ("returns 2",)})
+    found = [record(id="same", releases=outcomes("returns 1", "returns 1", "returns 1"))]
+    found += [kept, broke, fixed, moved, unrecorded]
+    assert changes.releases(found) == ["2.12.1", "2.13.0", "2.14.1"]
+    seen = {
+        (old, new): [(c.kind, c.record.id) for c in changes.between(found, old, new)]
+        for old, new in (("2.12.1", "2.13.0"), ("2.13.0", "2.14.1"))
+    }
+    assert seen == {
+        ("2.12.1", "2.13.0"): [("regression", "broke"), ("changed", "moved")],
+        ("2.13.0", "2.14.1"): [("fix", "fixed")],
+    }
+    # fewer rules broken is another way of showing; none (an allowed outcome) is a fix
+    wider = replace(kept, rules=("ST-GATHER-1", "ERR-1"))
+    narrowed = replace(wider, breaks_in={"2.14.1": ("ERR-1",)})
+    allowed = replace(wider, breaks_in={"2.14.1": ()})
+    assert [c.kind for c in changes.between([narrowed, allowed], "2.13.0", "2.14.1")] == [
+        "fix",
+        "changed",
+    ]
+    assert_expected_inline(
+        changes.page([broke]).split("## ", 2)[2],
+        """\
+2.12.1 to 2.13.0
+
+Behaviours: 1 broke, 0 fixed, 0 show another way.
+
+### Broke: conformed in 2.12.1, deviates in 2.13.0
+
+| record | rules | minimal case | 2.12.1 | 2.13.0 |
+| --- | --- | --- | --- | --- |
+| `broke` | ST-GATHER-1 | a case | conforms | return `2` |
+""",
+    )
 
 
 def test_check_passes_a_record_the_installed_release_bears_out_and_fails_one_it_does_not(

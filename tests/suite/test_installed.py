@@ -87,6 +87,9 @@ def test_every_file_a_command_reads_ships_with_the_wheel(installed, installed_to
     page = installed.run("-m", "conformance", "findings", "render")
     assert page.returncode == 0, page.stderr
     assert "`gather-through-float32`" in page.stdout
+    changes = installed.run("-m", "conformance", "findings", "changes")
+    assert changes.returncode == 0, changes.stderr
+    assert changes.stdout == (CHECKOUT / "conformance" / "RELEASES.md").read_text()
 
 
 def test_a_first_run_ends_with_the_next_commands(installed):
