@@ -56,7 +56,13 @@ def section(record: Record) -> str:
     deviating = [r for r in sorted(record.releases, key=release_key) if record.deviates(r)]
     if not deviating:
         raise ValueError(f"{record.id}: conforms in every release it records: not a finding")
-    outcomes = record.per_rank(record.releases[deviating[-1]])
+    return shows(record, deviating[-1])
+
+
+def shows(record: Record, release: str) -> str:
+    """How ``release``'s deviation shows (a key of ``SECTIONS``): a hang or ranks that part
+    ways, a wrong exception type (or none), else wrong data, silently."""
+    outcomes = record.per_rank(record.releases[release])
     seen = verdict.symptom(record, outcomes)
     kinds = {b.kind for b in seen}
     split = len({_kind(o) for o in outcomes}) > 1 and len({_kind(o) for o in record.spec}) == 1
@@ -66,7 +72,7 @@ def section(record: Record) -> str:
         return "error type"
     # A program that tries several calls returns each one's outcome: an exception among them
     # (where the spec or the release has one) is a matter of error types, not of data.
-    shown = (*record.spec, *record.releases[deviating[-1]])
+    shown = (*record.spec, *record.releases[release])
     return "error type" if any("'raises " in outcome for outcome in shown) else "wrong data"
 
 

@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 
 from conformance import known_failures, rules
-from conformance.findings import records
+from conformance.findings import records, render
 from conformance.findings.verdict import UMBRELLA
 
 ROOT = Path(__file__).resolve().parents[2]
 XFAILS = sorted((ROOT / "conformance" / "xfails" / "torch").glob("*.txt"))
 FINDING = re.compile(r"finding: ([a-z0-9, -]+)")
+COUNTS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+COUNT = re.compile(rf"\b({'|'.join(COUNTS)})\b(?!-)")  # "one-element" counts nothing
 
 
 def broken_in(release: str) -> dict[str, set[str]]:
@@ -25,6 +27,18 @@ def broken_in(release: str) -> dict[str, set[str]]:
     for record in records.load_all():
         for rule in record.breaks(record.recorded_for(release)):
             found.setdefault(rule, set()).add(record.id)
+    return found
+
+
+def silent_in(release: str) -> dict[str, set[str]]:
+    """Each rule to the ids of the records that break it in ``release`` with wrong data, no
+    error on any rank: the deviations a reader of the spec must not miss."""
+    found: dict[str, set[str]] = {}
+    for record in records.load_all():
+        recorded = record.recorded_for(release)
+        if record.deviates(recorded) and render.shows(record, recorded) == "wrong data":
+            for rule in record.breaks(recorded):
+                found.setdefault(rule, set()).add(record.id)
     return found
 
 
@@ -86,3 +100,32 @@ def test_every_record_id_the_spec_cites_is_a_record():
         for m in re.findall(r"`([a-z0-9]+(?:-[a-z0-9]+){2,})`", path.read_text())
     }
     assert sorted((name, i) for name, i in cited if i not in known) == []
+
+
+def test_a_spec_note_cites_every_record_that_silently_deviates_on_2_13():
+    """A silent wrong value is what a reader of a rule must learn from its note: each record of
+    one, on 2.13.0, is cited there by id (and so replayable from the spec)."""
+    notes = pytorch_notes()
+    uncited = [
+        (rule, i) for rule, ids in sorted(silent_in("2.13.0").items()) if rule in notes
+        for i in sorted(ids) if f"`{i}`" not in notes[rule]
+    ]  # fmt: skip
+    assert uncited == []
+
+
+def test_a_spec_note_that_counts_silent_deviations_counts_the_records():
+    """A count in a sentence of a note about silent deviations ("four gradients are silently
+    wrong") is the number of that rule's records of silent wrong data on 2.13.0."""
+    notes, silent = pytorch_notes(), silent_in("2.13.0")
+    wrong = []
+    for rule, note in notes.items():
+        prose = re.sub(r"`[^`]*`", "`...`", note)
+        for sentence in re.split(r"(?<=[.:;])\s", prose):
+            if "silent" not in sentence.lower():
+                continue
+            for word in COUNT.findall(sentence.lower()):
+                counted = COUNTS.index(word) + 1
+                if counted != len(silent.get(rule, ())):
+                    wrong.append(f"{rule}: {word!r} where its records hold "
+                                 f"{sorted(silent.get(rule, ()))}")  # fmt: skip
+    assert wrong == []
