@@ -41,6 +41,7 @@ class Record:
     upstream: tuple[dict[str, str], ...] = ()
     distinct_from: dict[str, str] = field(default_factory=dict)
     breaks_in: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    severity: str = ""
 
     def per_rank(self, outcomes: tuple[str, ...]) -> tuple[str, ...]:
         """``outcomes`` with one entry per rank (a single entry stands for every rank)."""
@@ -101,6 +102,7 @@ def _load(path: Path, schema: dict[str, Any]) -> Record:
         upstream=tuple(data.get("upstream", ())),
         distinct_from=data.get("distinct_from", {}),
         breaks_in={release: tuple(r) for release, r in data.get("breaks", {}).items()},
+        severity=data.get("severity", ""),
     )
     problems = []
     if path.stem != record.id:

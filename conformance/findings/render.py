@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from conformance import known_failures, matrix
-from conformance.findings import verdict
+from conformance.findings import triage, verdict
 from conformance.findings.records import Record
 from conformance.known_failures import release_key
 
@@ -32,13 +32,16 @@ another way is a new failure). Each comment there names the records (`finding:`)
 its entry lists; `tests/suite/test_findings_agree.py` checks that the known failures, these
 records and the spec's "PyTorch 2.13" notes name the same rules. What broke, was fixed or
 changed how it shows from one release to the next: [RELEASES.md](RELEASES.md).
-"""
 
-SECTIONS = {
-    "wrong data": "Data is wrong",
-    "one rank or hang": "A verdict on one rank only, a hang or a crash",
-    "error type": "Wrong error type, or no error",
-}
+Findings are triaged as a bug tracker reads them (`conformance/findings/triage.py`). Each
+section is a severity, worst first, read off the outcomes of the newest release that deviates;
+a record states *malformed output* itself, the one severity its outcomes cannot show (such an
+output returns, or raises only once it is read). Within a section, findings reachable through
+the public API come first; *private placement* marks a program that builds a `_StridedShard` by
+hand, which a user meets only where FSDP with tensor parallelism, or a view, makes that layout.
+*Upstream* is the status of the PyTorch thread a record cites as the same behaviour, or *not
+reported*.
+"""
 
 FOOTER = """\
 ## Not claimed
@@ -49,36 +52,6 @@ does not claim `interop`: INTEROP-1, 3, 4 and 7 are reported as *not claimed*. I
 (`DefaultSavePlanner`, as `dcp.save` runs it): INTEROP-2, 5, 6, 8 and 9 are judged there. Nor
 does it claim `partial:product` (Gloo cannot reduce a product in every case the suite draws).
 """
-
-
-def section(record: Record) -> str:
-    """Where a finding belongs, by how it shows in the newest release where it deviates."""
-    deviating = [r for r in sorted(record.releases, key=release_key) if record.deviates(r)]
-    if not deviating:
-        raise ValueError(f"{record.id}: conforms in every release it records: not a finding")
-    return shows(record, deviating[-1])
-
-
-def shows(record: Record, release: str) -> str:
-    """How ``release``'s deviation shows (a key of ``SECTIONS``): a hang or ranks that part
-    ways, a wrong exception type (or none), else wrong data, silently."""
-    outcomes = record.per_rank(record.releases[release])
-    seen = verdict.symptom(record, outcomes)
-    kinds = {b.kind for b in seen}
-    split = len({_kind(o) for o in outcomes}) > 1 and len({_kind(o) for o in record.spec}) == 1
-    if kinds & {"hangs", "dies"} or split:
-        return "one rank or hang"
-    if kinds != {"wrong value"}:
-        return "error type"
-    # A program that tries several calls returns each one's outcome: an exception among them
-    # (where the spec or the release has one) is a matter of error types, not of data.
-    shown = (*record.spec, *record.releases[release])
-    return "error type" if any("'raises " in outcome for outcome in shown) else "wrong data"
-
-
-def _kind(outcome: str) -> str:
-    """``returns`` for any value, the outcome itself otherwise (``raises ValueError``)."""
-    return "returns" if outcome.startswith("returns") else outcome
 
 
 def releases_text(record: Record) -> str:
@@ -115,7 +88,9 @@ def cell(text: str) -> str:
 def row(record: Record) -> str:
     note = record.note[:1].upper() + record.note[1:]
     does = releases_text(record) + (f". {note}" if note else "")
-    return f"| {', '.join(record.rules)} | {cell(record.case)} | {cell(does)} | `{record.id}` |"
+    cells = [", ".join(record.rules), cell(record.case), cell(does), triage.reach(record),
+             triage.upstream_status(record), f"`{record.id}`"]  # fmt: skip
+    return f"| {' | '.join(cells)} |"
 
 
 def not_drawn(records: Sequence[Record], verdicts: dict[str, dict[str, str]]) -> list:
@@ -142,11 +117,14 @@ def page(records: Sequence[Record]) -> str:
     verdicts = matrix.rule_verdicts((known_failures.FOLDER.parent / "MATRIX.md").read_text())
     lines = [HEADER]
     table_head = [
-        "| rules | minimal case | what PyTorch does | record |",
-        "| --- | --- | --- | --- |",
+        "| rules | minimal case | what PyTorch does | reach | upstream | record |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
-    for key, title in SECTIONS.items():
-        chosen = [r for r in records if section(r) == key]
+    reaches = list(triage.REACHES)
+    for severity, meaning in triage.SEVERITIES.items():
+        chosen = [r for r in records if triage.severity(r) == severity]
+        chosen.sort(key=lambda r: reaches.index(triage.reach(r)))
+        title = f"{severity[:1].upper()}{severity[1:]}: {meaning}"
         lines += [f"## {title}", "", *table_head, *map(row, chosen), ""]
     quiet = not_drawn(records, verdicts)
     lines += [

@@ -14,7 +14,7 @@ import pytest
 from expecttest import assert_expected_inline
 
 from conformance import rules
-from conformance.findings import changes, check, records, render, verdict
+from conformance.findings import changes, check, records, render, triage, verdict
 from conformance.findings.records import Record
 
 FINDINGS = Path(render.__file__).resolve().parents[1] / "FINDINGS.md"
@@ -140,22 +140,74 @@ def test_a_release_breaks_the_rules_its_record_names_for_it_and_an_allowed_outco
     assert render.not_drawn([r], passed) == [(r, ["2.11.0"])]
 
 
-def test_a_finding_goes_in_the_section_of_how_it_shows_in_the_newest_release_it_holds_in():
-    assert render.section(record(releases={"2.13.0": ("returns 2",)})) == "wrong data"
-    assert render.section(record(releases={"2.13.0": ("raises ValueError",)})) == "error type"
-    hang = ("raises ValueError", "hangs", "hangs")
-    assert render.section(record(releases={"2.13.0": hang})) == "one rank or hang"
-    one_rank = ("raises ValueError", "returns 1", "returns 1")
-    assert render.section(record(releases={"2.13.0": one_rank})) == "one rank or hang"
-    one_value = ("returns 1", "returns 2", "returns 1")
-    assert render.section(record(releases={"2.13.0": one_value})) == "wrong data"
-    tries = record(spec=("returns ['raises TypeError']",), releases={"2.13.0": ("returns [1]",)})
-    assert render.section(tries) == "error type"
+def test_a_findings_severity_is_how_the_newest_release_it_holds_in_shows_it():
+    def shown(*outcomes: str, spec: tuple[str, ...] = ("returns 1",)) -> str:
+        return triage.severity(record(spec=spec, releases={"2.13.0": outcomes}))
+
+    assert shown("returns 2") == "silent wrong value"
+    assert shown("returns 1", "returns 2", "returns 1") == "silent wrong value"
+    assert shown("raises ValueError") == "internal error on valid input"
+    assert shown("raises ValueError", "hangs", "hangs") == "ranks part ways or hang"
+    assert shown("raises ValueError", "returns 1", "returns 1") == "ranks part ways or hang"
+    assert shown("returns 1", spec=("raises ValueError",)) == "invalid input accepted"
+    assert shown("raises TypeError", spec=("raises ValueError",)) == "refusal of the wrong type"
+    # a program that tries several calls: its 'raises X' values are counted
+    tries = ("returns ['raises TypeError', 2]",)
+    assert shown("returns [1, 2]", spec=tries) == "invalid input accepted"
+    assert shown("returns ['raises TypeError', 'raises ValueError']", spec=tries) == (
+        "internal error on valid input"
+    )
+    assert shown("returns ['raises ValueError', 2]", spec=tries) == "refusal of the wrong type"
     fixed = record(releases={"2.11.0": ("returns 2",), "2.13.0": ("returns 1",)})
-    assert render.section(fixed) == "wrong data"
+    assert triage.severity(fixed) == "silent wrong value"
     assert "**2.11.0**: return `2`; **2.13.0**: conforms" in render.row(fixed)
     with pytest.raises(ValueError, match="conforms in every release"):
-        render.section(record())
+        triage.severity(record())
+
+
+def test_a_record_states_a_severity_only_where_its_outcomes_cannot_show_it():
+    """A malformed output returns (or raises once read): the record says so; it cannot call a
+    hang or a wrong refusal malformed."""
+    malformed = record(releases={"2.13.0": ("returns 2",)}, severity="malformed output")
+    assert (triage.severity(malformed), triage.check_stated(malformed)) == (
+        "malformed output",
+        None,
+    )
+    hang = replace(malformed, releases={"2.13.0": ("hangs",)})
+    assert triage.severity(hang) == "ranks part ways or hang"
+    assert triage.check_stated(hang) == (
+        "r: states 'malformed output' where its outcomes show 'ranks part ways or hang'"
+    )
+    assert [triage.check_stated(r) for r in records.load_all() if triage.check_stated(r)] == []
+
+
+def test_reach_is_private_where_the_program_builds_a_private_placement():
+    assert triage.reach(record()) == "public API"
+    strided = "x = distribute_tensor(t, mesh, [_StridedShard(0, split_factor=2), Shard(0)])\n"
+    assert triage.reach(record(code=strided)) == "private placement"
+
+
+def test_upstream_status_is_that_of_the_thread_of_the_same_behaviour():
+    def thread(relation: str) -> dict[str, str]:
+        return {
+            "url": "https://github.com/pytorch/pytorch/issues/1",
+            "title": "t",
+            "relation": relation,
+        }
+
+    assert triage.upstream_status(record()) == "not reported"
+    assert triage.upstream_status(record(upstream=(thread("related: the cause"),))) == (
+        "not reported"
+    )
+    for status in ("open", "fixed", "closed", "closed as intended"):
+        cited = record(upstream=(thread("related"), thread(f"same: {status} (in 2.14)")))
+        assert triage.upstream_status(cited) == f"reported, {status}"
+    # where PyTorch closed the report as intended, the record says why the spec decides otherwise
+    unexplained = [
+        r.id for r in records.load_all() for t in r.upstream
+        if t["relation"].startswith("same: closed as intended") and "spec" not in t["relation"]
+    ]  # fmt: skip
+    assert unexplained == []
 
 
 def test_found_not_drawn_needs_a_ci_run_that_judged_every_rule_and_failed_none():
