@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
     findings = commands.add_parser(
         "findings",
-        help="PyTorch's deviations as programs: check, replay, render FINDINGS.md and RELEASES.md",
+        help="PyTorch's deviations as programs: check, replay, report, render the pages",
     ).add_subparsers(dest="action", required=True)
     check = findings.add_parser("check", help="replay every record on the installed PyTorch")
     check.add_argument("ids", nargs="*", help="record ids (default: every record)")
@@ -122,13 +122,18 @@ def main(argv: list[str] | None = None) -> int:
     show = findings.add_parser("replay", help="run one record; print each rank's outcome")
     show.add_argument("ids", nargs=1, metavar="id")
     show.add_argument("--show", action="store_true", help="print the program too")
+    show.add_argument(
+        "--script", action="store_true", help="print it as a file torchrun runs; run nothing"
+    )
     for command in (check, show):
         command.add_argument("--timeout", type=positive_seconds, default=10.0)
     render = findings.add_parser("render", help="FINDINGS.md from the records")
     changes = findings.add_parser("changes", help="RELEASES.md: what changed between releases")
+    report = findings.add_parser("report", help="one finding as an issue body to paste upstream")
+    report.add_argument("ids", nargs=1, metavar="id")
     for command in (render, changes):
         command.add_argument("--out", help="write the page there (default: print it)")
-    for command in (check, show, render, changes):
+    for command in (check, show, render, changes, report):
         command.set_defaults(handler=_findings)
 
     argv = sys.argv[1:] if argv is None else argv
@@ -355,7 +360,7 @@ def _matrix(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _findings(args: argparse.Namespace, extra: list[str]) -> int:
-    from conformance.findings import changes, check, records, render
+    from conformance.findings import changes, check, issue, records, render, snippet
 
     if args.action in ("render", "changes"):
         page = (render if args.action == "render" else changes).page(records.load_all())
@@ -364,10 +369,17 @@ def _findings(args: argparse.Namespace, extra: list[str]) -> int:
         else:
             print(page, end="")
         return 0
-    if args.action == "replay":
+    if args.action in ("replay", "report"):
         chosen = [r for r in records.load_all() if r.id == args.ids[0]]
         if not chosen:
             raise options.UsageError(f"no such finding: {args.ids[0]}")
+        if args.action == "report":
+            print(issue.body(chosen[0]), end="")
+            return 0
+        if args.script:
+            r = chosen[0]
+            print(snippet.script(r.code, r.world_size, issue.title(r)), end="")
+            return 0
         return check.replay_one(chosen[0], args.timeout, args.show)
     try:
         return check.check(args.ids, record=args.record, timeout_s=args.timeout)

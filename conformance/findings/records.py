@@ -7,7 +7,10 @@ list of one outcome stands for every rank. Whether a release conforms, and how i
 derived from these outcomes, never written by hand. A release whose outcome breaks only some of
 the record's rules names them (``breaks``): 2.11.0 refusing where 2.13.0 writes a wrong value
 breaks the refusal rule, not the value's; an empty list is an outcome the spec allows too (the
-``NotImplementedError`` refusal of DT-OP-7).
+``NotImplementedError`` refusal of DT-OP-7). Its ``subject`` (the public calls it is about) and
+``layouts`` (the layout classes its case needs) are the keys by which two records of one rule and
+symptom are told apart (``verdict.collide``); ``distinct_from`` answers, in one line, only where
+the keys collide too.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ class Record:
     distinct_from: dict[str, str] = field(default_factory=dict)
     breaks_in: dict[str, tuple[str, ...]] = field(default_factory=dict)
     severity: str = ""
+    subject: tuple[str, ...] = ()
+    layouts: tuple[str, ...] = ()
 
     def per_rank(self, outcomes: tuple[str, ...]) -> tuple[str, ...]:
         """``outcomes`` with one entry per rank (a single entry stands for every rank)."""
@@ -103,6 +108,8 @@ def _load(path: Path, schema: dict[str, Any]) -> Record:
         distinct_from=data.get("distinct_from", {}),
         breaks_in={release: tuple(r) for release, r in data.get("breaks", {}).items()},
         severity=data.get("severity", ""),
+        subject=tuple(data["subject"]),
+        layouts=tuple(data["layouts"]),
     )
     problems = []
     if path.stem != record.id:

@@ -8,6 +8,8 @@ lists, so an outcome is text that a record can hold and any release can be compa
 
 from __future__ import annotations
 
+import inspect
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +18,8 @@ import torch
 from conformance.world.rank import RankContext
 
 # What every program may use without importing it; `findings replay --show` prints it above the
-# program, so the printed code runs as it stands.
+# program, so that a reader sees where every name comes from; `findings replay --script` (and
+# `findings report`) print a file that runs as it stands under torchrun (`script`).
 PRELUDE = """\
 import torch
 import torch.distributed as dist
@@ -76,3 +79,45 @@ def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value
+
+
+SCRIPT = """\
+# {title}
+# Run on {world} process(es): torchrun --nproc-per-node {world} {name}
+# Each rank prints its outcome in shardspec's words ("returns <value>", "raises <type>").
+from __future__ import annotations
+
+{prelude}
+
+
+{attempt}
+
+
+{plain}
+
+
+dist.init_process_group("gloo")
+rank, world_size = dist.get_rank(), dist.get_world_size()
+torch.manual_seed(0)
+try:
+{body}
+    print(f"rank {{rank}}: returns {{_plain(result)!r}}", flush=True)
+except Exception as exc:
+    print(f"rank {{rank}}: raises {{type(exc).__name__}}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def script(code: str, world_size: int, title: str, name: str = "repro.py") -> str:
+    """``code`` as one file that runs as it stands under ``torchrun``: the prelude, the helpers
+    a program may call, a Gloo process group, ``rank`` and ``world_size``, the seed the suite
+    sets, and each rank's outcome printed as a record writes it."""
+    return SCRIPT.format(
+        title=title,
+        world=world_size,
+        name=name,
+        prelude=PRELUDE.rstrip(),
+        attempt=inspect.getsource(attempt).rstrip(),
+        plain=inspect.getsource(_plain).rstrip(),
+        body=textwrap.indent(code.rstrip(), "    "),
+    )

@@ -66,16 +66,27 @@ def kinds(record: Record, release: str) -> frozenset[str]:
     return frozenset(map(str, symptoms.without_ranks(symptom(record, record.releases[release]))))
 
 
+def collide(a: Record, b: Record) -> list[str]:
+    """The releases in which two records look like one behaviour: each breaks a rule the other
+    breaks (other than the ``UMBRELLA`` rules) with the same symptom, about a call both name
+    (``subject``) on a layout class both need (``layouts``). A record without those keys collides
+    with any other on its rules and symptom alone."""
+    for mine, theirs in ((a.subject, b.subject), (a.layouts, b.layouts)):
+        if mine and theirs and not set(mine) & set(theirs):
+            return []
+    releases = sorted(set(a.releases) & set(b.releases))
+    return [r for r in releases if _shared(a, b, r) and kinds(a, r) == kinds(b, r)]
+
+
 def duplicates(records: Sequence[Record]) -> list[str]:
-    """Pairs of records that break a rule (other than the ``UMBRELLA`` rules) in one release with
-    the same symptom, unless one declares, with a reason, that it is ``distinct_from`` the other."""
+    """Pairs of records that collide (``collide``), unless one declares, with a reason, that it
+    is ``distinct_from`` the other."""
     found = []
     for i, a in enumerate(records):
         for b in records[i + 1 :]:
             if b.id in a.distinct_from or a.id in b.distinct_from:
                 continue
-            releases = sorted(set(a.releases) & set(b.releases))
-            same = [r for r in releases if _shared(a, b, r) and kinds(a, r) == kinds(b, r)]
+            same = collide(a, b)
             if same:
                 rules = set().union(*(_shared(a, b, r) for r in same))
                 found.append(

@@ -14,7 +14,7 @@ import pytest
 from expecttest import assert_expected_inline
 
 from conformance import rules
-from conformance.findings import changes, check, records, render, triage, verdict
+from conformance.findings import changes, check, issue, records, render, snippet, triage, verdict
 from conformance.findings.records import Record
 
 FINDINGS = Path(render.__file__).resolve().parents[1] / "FINDINGS.md"
@@ -44,6 +44,8 @@ def write(root: Path, data: dict) -> Path:
 GOOD = {
     "id": "one-rank",
     "rules": ["ST-GATHER-10"],
+    "subject": ["ShardedTensor.gather"],
+    "layouts": ["none"],
     "case": "1 rank",
     "world_size": 1,
     "code": ["result = torch.tensor([1.5]) * 2"],
@@ -240,6 +242,24 @@ def test_two_records_of_one_rule_with_the_same_symptom_are_one_behaviour_told_tw
     assert verdict.duplicates([a, both]) != []
     narrowed = replace(both, breaks_in={"2.13.0": ("ST-GATHER-2",)})
     assert verdict.duplicates([a, narrowed]) == []
+    # keys that tell them apart: another call, or another layout class, is another behaviour
+    keyed = replace(a, subject=("ShardedTensor.gather",), layouts=("none",))
+    assert verdict.duplicates([keyed, replace(b, subject=("ShardedTensor.reshard",))]) == []
+    assert verdict.duplicates([keyed, replace(b, layouts=("S uneven",))]) == []
+    assert verdict.duplicates([keyed, replace(b, subject=("ShardedTensor.gather", "x"))]) != []
+
+
+def test_a_record_says_why_it_is_distinct_only_from_a_record_it_collides_with_in_one_line():
+    """``distinct_from`` answers a collision (the same rule, symptom, call and layout class):
+    toward a record whose keys already differ it is boilerplate."""
+    loaded = {r.id: r for r in records.load_all()}
+    needless = [
+        f"{r.id} -> {other}" for r in loaded.values() for other in r.distinct_from
+        if not verdict.collide(r, loaded[other])
+    ]  # fmt: skip
+    long = [f"{r.id} -> {o}" for r in loaded.values() for o, why in r.distinct_from.items()
+            if "\n" in why or len(why) > 200]  # fmt: skip
+    assert (needless, long) == ([], [])
 
 
 def test_no_two_records_tell_one_behaviour():
@@ -368,3 +388,34 @@ def test_replay_prints_the_program_and_each_ranks_outcome_beside_the_spec(tmp_pa
     assert "from torch.distributed.tensor import DeviceMesh" in done.stdout
     assert "t.gather(dst=0, out=out)" in done.stdout
     assert "rank 0: returns [904623.3125]    (the spec: returns [904623.3])" in done.stdout
+
+
+def test_every_records_script_is_python_that_compiles():
+    """``findings report`` and a user's file hold the program as one script; a program line
+    that only ran inside the suite's namespace would show here."""
+    for r in records.load_all():
+        compile(snippet.script(r.code, r.world_size, r.id), r.id, "exec")
+
+
+def test_a_report_holds_a_program_that_runs_under_torchrun_as_its_record_says(tmp_path):
+    """The program of ``findings report`` runs as it stands, one process per rank under
+    torchrun, and each rank prints the outcome the record holds for the installed release (a
+    record whose program calls the ``attempt`` helper, which the script carries)."""
+    import torch
+
+    (r,) = [
+        r for r in records.load_all() if r.id == "integer-partial-shifted-part-by-part-overflows"
+    ]
+    body = issue.body(r)
+    assert body.startswith(f"# [DTensor] {r.id.replace('-', ' ')}\n")
+    assert "## Expected\n\n```\nrank 0: returns [[8], [8]]\nrank 1: returns [[8], [8]]\n```" in body
+    (tmp_path / "repro.py").write_text(body.split("```python\n", 1)[1].split("```", 1)[0])
+    ran = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+         str(r.world_size), "repro.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    printed = sorted(line for line in ran.stdout.splitlines() if line.startswith("rank "))
+    recorded = r.per_rank(r.releases[r.recorded_for(torch.__version__)])
+    assert printed == [f"rank {n}: {o}" for n, o in enumerate(recorded)]
