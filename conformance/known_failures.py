@@ -64,6 +64,19 @@ class XFail:
     def rules(self) -> tuple[str, ...]:
         return tuple(self.symptoms)
 
+    @property
+    def findings(self) -> tuple[str, ...]:
+        """The records its comment names (``# finding: id, id``): the behaviours it lists."""
+        return tuple(
+            i.strip() for m in FINDING.findall(self.reason) for i in m.split(",") if i.strip()
+        )
+
+    def scoped_to(self, test_id: str) -> bool:
+        """Whether it names ``test_id`` itself, parametrisation included (``...[add]``), not a
+        test whose every parametrisation it names: an entry for every op of a per-op test is
+        another behaviour than each op's own (the order of a mesh's ranks, say)."""
+        return self.test_id == test_id
+
     def covers(self, violated: tuple[str, ...], symptom: Symptom | None) -> bool:
         return covers(self.symptoms, violated, symptom)
 
@@ -79,6 +92,7 @@ def covers(
 
 
 FOLDER = Path(__file__).parent / "xfails"
+FINDING = re.compile(r"finding: ([a-z0-9, -]+)")
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ class Run:
     columns: Table  # by rule
     ops: Table = field(default_factory=dict)  # by op
     hash_seeds: frozenset[str] = frozenset()  # each part's (conformance.hash_seed)
+    op_findings: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # op -> own/other
 
     @property
     def cells(self) -> dict[str, str]:
@@ -42,6 +43,19 @@ class Run:
     def op_cells(self) -> dict[str, str]:
         """Each op's worst verdict over the run's columns."""
         return _worst_by_row(self.ops)
+
+    @property
+    def op_texts(self) -> dict[str, str]:
+        """Each op's cell: its worst verdict, and the records its own known failures name."""
+        texts = {}
+        for op, verdict in self.op_cells.items():
+            own = self.op_findings.get(op, {}).get("own", [])
+            texts[op] = verdict + (": " + ", ".join(f"`{i}`" for i in own) if own else "")
+        return texts
+
+    def other_findings(self) -> dict[str, int]:
+        """The records of entries naming every op that the ops met, each with how many ops."""
+        return dict(Counter(i for f in self.op_findings.values() for i in f.get("other", [])))
 
     @property
     def summary(self) -> dict[str, int]:
@@ -65,13 +79,19 @@ def load_runs(folder: Path) -> list[Run]:
             columns=data["rules"],
             ops=data.get("ops", {}),
             hash_seeds=frozenset([header.get("hash seed", "not recorded").split(" (")[0]]),
+            op_findings=data.get("op_findings", {}),
         )
         key = (run.implementation, run.release)
         if key in merged:
             first = merged[key]
+            found = {
+                op: {w: sorted({*first.op_findings.get(op, {}).get(w, []),
+                                *run.op_findings.get(op, {}).get(w, [])}) for w in ("own", "other")}
+                for op in {*first.op_findings, *run.op_findings}
+            }  # fmt: skip
             run = Run(run.implementation, run.release, first.header,
                       _merged(first.columns, run.columns), _merged(first.ops, run.ops),
-                      first.hash_seeds | run.hash_seeds)  # fmt: skip
+                      first.hash_seeds | run.hash_seeds, found)  # fmt: skip
         merged[key] = run
     return sorted(merged.values(), key=lambda r: (release_key(r.release), r.implementation))
 
@@ -137,12 +157,25 @@ def render(runs: list[Run], command: str) -> str:
         lines += _table(
             OPS_HEADING,
             "Each cell is the op's worst verdict over the world sizes of that release's run\n"
-            "([dt-ops](../spec/dt-ops.md)); an op the release's OpInfo lacks has none.",
+            "([dt-ops](../spec/dt-ops.md)), and the records of the known failures its\n"
+            "examples met; an op the release's OpInfo lacks has none. A known failure listed\n"
+            "for every op of a test (below) is another behaviour than the op's: an op whose\n"
+            "other examples conform passes, one none of whose examples got past it is blocked.",
             "op",
             ops,
             releases,
-            [run.op_cells for run in torch_runs],
+            [run.op_texts for run in torch_runs],
         )
+        lines += [
+            "",
+            "Known failures listed for every op of a test, and how many ops met them:",
+            "",
+        ]
+        lines += [
+            f"- {run.release}: "
+            + (", ".join(f"`{i}` ({n})" for i, n in sorted(run.other_findings().items())) or "none")
+            for run in torch_runs
+        ]
     return "\n".join(lines) + "\n"
 
 

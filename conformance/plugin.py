@@ -52,6 +52,8 @@ _EXPECTED_TO_FAIL = pytest.StashKey[known_failures.XFail]()
 _RUN_INFO = pytest.StashKey[dict[str, Any]]()
 _BORROWED = pytest.StashKey[bool]()
 _OPS = pytest.StashKey[list[str]]()
+# Per test, the entries that name it: (whether the entry is scoped to it, the entry).
+_ENTRIES = pytest.StashKey[list[tuple[bool, known_failures.XFail]]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -545,6 +547,7 @@ def _mark_known_failures(config: pytest.Config, items: list[pytest.Item]) -> Non
         key = suite_id(item)
         for entry in entries:
             if known_failures.matches(entry, key):
+                item.stash.setdefault(_ENTRIES, []).append((entry.scoped_to(key), entry))
                 if not entry.whole:
                     known = dict(item.stash.get(_KNOWN_RULES, {}))
                     for rule, symptom in entry.symptoms.items():
@@ -587,6 +590,30 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     if judge.KNOWN.seen:
         item.user_properties.append(("known", ",".join(sorted(judge.KNOWN.seen))))
         item.user_properties.append(("known_as", judge.KNOWN.shown_text()))
+    if item.get_closest_marker("per_op"):
+        item.user_properties += _whose_known_failures(item)
+
+
+def _whose_known_failures(item: pytest.Item) -> list[tuple[str, str]]:
+    """The known failures this test met, told apart for the per-op table: ``own_known``, the
+    rules met that an entry scoped to this very test lists, and ``findings_own`` /
+    ``findings_other``, the records named by the entries scoped to it and by those naming the
+    whole test (every op). A strict xfail met its entry's rules (``whole``: own or other)."""
+    entries = item.stash.get(_ENTRIES, [])
+    whole = item.stash.get(_EXPECTED_TO_FAIL, None)
+    met = set(judge.KNOWN.seen) | set(whole.rules if whole else ())
+    own_rules = {r for scoped, e in entries if scoped for r in e.rules}
+    own, other = set(), set()
+    for scoped, entry in entries:
+        if scoped and met & set(entry.rules):
+            own.update(entry.findings)
+        elif not scoped and (met & set(entry.rules)) - own_rules:
+            other.update(entry.findings)
+    found = [("own_known", ",".join(sorted(met & own_rules)))]
+    found += [("findings_own", ",".join(sorted(own))), ("findings_other", ",".join(sorted(other)))]
+    if whole is not None:
+        found.append(("whole", "own" if whole.scoped_to(suite_id(item)) else "other"))
+    return found
 
 
 def _with_settings(
@@ -794,6 +821,20 @@ def _columns(properties: dict[str, str], verdict: str) -> list[str]:
     return [n for n in properties.get("sizes_ran", "").split(",") if n] or ["any"]
 
 
+def _op_verdict(properties: dict[str, str], verdict: str) -> str:
+    """An op's own verdict in a per-op test: a known failure of an entry scoped to the op is
+    the op's (``xfail``); one of an entry naming every op (another behaviour, as a mesh whose
+    ranks do not ascend) leaves the op's examples that ran past it to speak (``pass``), or none
+    (``blocked``) where every example, or the strict xfail, ended at it."""
+    own = bool(properties.get("own_known"))
+    if verdict == "pass":
+        return "xfail" if own else "pass"
+    if verdict == "xfail":
+        whole = properties.get("whole")
+        return "xfail" if (whole == "own" if whole else own) else rule_report.BLOCKED
+    return verdict
+
+
 class _RuleResults:
     """Folds every test report that cites rules into the per-rule table, and prints it."""
 
@@ -801,6 +842,7 @@ class _RuleResults:
         self.config = config
         self.table = rule_report.RuleTable(backend=config.getoption("--backend"))
         self.ops = rule_report.RuleTable(backend=config.getoption("--backend"))
+        self.op_findings: dict[str, dict[str, set[str]]] = {}  # op -> own/other -> record ids
         self.known = {rule.id for rule in rules.load()}
         self.known_seen: dict[str, set[str]] = {}
         self.known_as: dict[str, dict[str, set[str]]] = {}  # test -> rule -> behaviours met
@@ -876,13 +918,16 @@ class _RuleResults:
         for part in filter(None, properties.get("known_as", "").split(";")):
             rule, _, behaviours = part.partition("=")
             shown.setdefault(rule, set()).update(behaviours.split("|"))
+        if "op" in properties:
+            for whose in ("own", "other"):
+                met = self.op_findings.setdefault(properties["op"], {}).setdefault(whose, set())
+                met.update(filter(None, properties.get(f"findings_{whose}", "").split(",")))
         stopped_by = violated if verdict in ("fail", "xfail") else []
         rest = [r for r in properties["rules"].split(",") if r not in stopped_by + known]
         ended_early = stopped_by or (known and verdict == "xfail")
         for size in _columns(properties, verdict):
             if "op" in properties:
-                known_failure = known and verdict == "pass"
-                self.ops.add([properties["op"]], size, "xfail" if known_failure else verdict)
+                self.ops.add([properties["op"]], size, _op_verdict(properties, verdict))
             self.table.add(stopped_by, size, verdict)
             self.table.add([r for r in known if r not in stopped_by], size, "xfail")
             self.table.add(rest, size, rule_report.BLOCKED if ended_early else verdict)
@@ -919,7 +964,12 @@ class _RuleResults:
             exit_code = int(self.session.exitstatus) if self.session is not None else None
             Path(directory, "rules.json").write_text(
                 rule_report.render_json(
-                    self.table, order, run=info, exit_code=exit_code, ops=self.ops
+                    self.table,
+                    order,
+                    run=info,
+                    exit_code=exit_code,
+                    ops=self.ops,
+                    op_findings=self.op_findings,
                 )
             )
         summary = os.environ.get("GITHUB_STEP_SUMMARY")

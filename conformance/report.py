@@ -107,10 +107,13 @@ def render_json(
     run: dict[str, str] | None = None,
     exit_code: int | None = None,
     ops: RuleTable | None = None,
+    op_findings: dict[str, dict[str, set[str]]] | None = None,
 ) -> str:
     """``{"run": header, "rules": {rule: {column: verdict}}, "summary": counts, "exit_code":
-    the run's, "ops": {op: {column: verdict}}}``: the exit code too, since a launcher
-    (torchrun) replaces it with its own; ``ops`` where the run judged operators."""
+    the run's, "ops": {op: {column: verdict}}, "op_findings": {op: {"own": [record id],
+    "other": [...]}}}``: the exit code too, since a launcher (torchrun) replaces it with its
+    own; ``ops`` where the run judged operators, with the records their known failures name,
+    the op's own and those of entries naming every op."""
 
     def cells(t: RuleTable, row_order: list[str]) -> dict[str, dict[str, str]]:
         return {key: dict(zip(t.headers(), c, strict=True)) for key, c in t.rows(row_order)}
@@ -123,6 +126,11 @@ def render_json(
     }
     if ops is not None and ops.cells:
         data["ops"] = cells(ops, [])
+        data["op_findings"] = {
+            op: {whose: sorted(ids) for whose, ids in found.items() if ids}
+            for op, found in sorted((op_findings or {}).items())
+            if any(found.values())
+        }
     return json.dumps(data, indent=2, sort_keys=True)
 
 

@@ -16,7 +16,6 @@ from conformance.findings.verdict import UMBRELLA
 
 ROOT = Path(__file__).resolve().parents[2]
 XFAILS = sorted((ROOT / "conformance" / "xfails" / "torch").glob("*.txt"))
-FINDING = re.compile(r"finding: ([a-z0-9, -]+)")
 SILENT = "silent wrong value"
 COUNTS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 COUNT = re.compile(rf"\b({'|'.join(COUNTS)})\b(?!-)")  # "one-element" counts nothing
@@ -44,17 +43,13 @@ def silent_in(release: str) -> dict[str, set[str]]:
     return found
 
 
-def named_records(reason: str) -> set[str]:
-    return {i.strip() for m in FINDING.findall(reason) for i in m.split(",") if i.strip()}
-
-
 @pytest.mark.parametrize("path", XFAILS, ids=lambda p: p.stem)
 def test_every_known_failing_rule_is_broken_by_a_record_its_comment_names(path):
     broken = broken_in(path.stem)
     known = {r.id for r in records.load_all()}
     wrong = []
     for entry in known_failures.parse(path):
-        named = named_records(entry.reason)
+        named = set(entry.findings)
         wrong += [f"{entry.test_id}: no record {i!r}" for i in sorted(named - known)]
         for rule in sorted(set(entry.rules) - UMBRELLA):
             if not broken.get(rule, set()) & named:

@@ -3,12 +3,15 @@ it judges, or the nearest older one and says so."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
 
-from conformance import known_failures
+from conformance import known_failures, paths
 from conformance.known_failures import default_for, release_key
+
+SHIPPED = sorted((paths.CHECKOUT / "conformance" / "xfails" / "torch").glob("*.txt"))
 
 
 @pytest.fixture
@@ -151,3 +154,34 @@ def test_an_entry_for_an_op_the_run_did_not_choose_is_not_stale(tmp_path):
     (entry,) = known_failures.parse(path)
     assert not known_failures.stale(entry, {file}, other_ops=frozenset({per_op}))
     assert known_failures.stale(entry, {file})  # every op ran, and none was item: stale
+
+
+def per_op_tests() -> set[str]:
+    """The suite's tests run once per op (``@pytest.mark.per_op``), by suite id."""
+    found = set()
+    for path in sorted((paths.CHECKOUT / "conformance" / "suite").glob("test_*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and any(
+                "per_op" in ast.unparse(d) for d in node.decorator_list
+            ):
+                found.add(f"conformance/suite/{path.name}::{node.name}")
+    return found
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_an_entry_for_every_op_of_a_per_op_test_lists_no_rule_of_an_ops_own(path):
+    """An op's cell in the per-op table is its own verdict: an entry naming every op of a test
+    (no ``[op]``) is left out of it, so it may list only behaviours of no op (the order of a
+    mesh's ranks, a layout's constructor) and their umbrella rules; an op's behaviour, a rule
+    of the operator or gradient chapter, is listed for each op that shows it."""
+    tests = per_op_tests()
+    assert (
+        "conformance/suite/test_dt_ops.py::test_an_op_on_dtensors_gives_the_single_device_result"
+        in tests
+    )
+    own = [
+        f"{path.name}:{entry.line}: {entry.test_id.split('::')[1]}: {rule}"
+        for entry in known_failures.parse(path) if entry.test_id in tests
+        for rule in entry.rules if rule.startswith(("DT-OP-", "DT-GRAD-"))
+    ]  # fmt: skip
+    assert own == []

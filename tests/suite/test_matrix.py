@@ -13,13 +13,20 @@ MATRIX = Path(matrix.__file__).parent / "MATRIX.md"
 
 
 def write_report(
-    folder: Path, implementation: str, torch: str, cells: dict[str, dict], ops=None, seed=None
+    folder: Path,
+    implementation: str,
+    torch: str,
+    cells: dict[str, dict],
+    ops=None,
+    seed=None,
+    op_findings=None,
 ) -> None:
     folder.mkdir(parents=True)
     header = {"implementation": implementation, "torch": torch, "known failures": "k"}
     if seed:
         header["hash seed"] = seed
     data = {"run": header, "rules": cells, "summary": {"pass": 1}, "ops": ops or {}}
+    data["op_findings"] = op_findings or {}
     (folder / "rules.json").write_text(json.dumps(data))
 
 
@@ -68,6 +75,22 @@ def test_runs_of_one_release_in_parts_count_as_one_with_the_worst_verdict_per_ce
     page = matrix.render([run], "python -m conformance matrix DIR")
     assert "| add | xfail |\n| mm | pass |" in page
     assert matrix.rule_verdicts(page) == {"2.13.0": {"ERR-6": "xfail", "DT-OP-7": "pass"}}
+
+
+def test_an_ops_cell_names_its_own_findings_and_the_page_those_of_every_op(tmp_path):
+    """A known failure of an op's own (an entry scoped to it) names its records in the op's
+    cell; those of entries naming every op are listed once below the table, with how many ops
+    met each, across the parts of a run."""
+    cpu = "2.13.0+cpu (CPU build)"
+    found = {"mm": {"own": ["mm-value"], "other": ["mesh-order"]}, "add": {"other": ["mesh-order"]}}
+    ops = {"add": {"gloo ws2": "pass"}, "mm": {"gloo ws2": "xfail"}}
+    write_report(tmp_path / "a", "torch", cpu, {}, ops=ops, op_findings=found)
+    write_report(tmp_path / "b", "torch", cpu, {}, ops={"sum": {"gloo ws1": "pass"}},
+                 op_findings={"mm": {"own": ["mm-shape"]}})  # fmt: skip
+    (run,) = matrix.load_runs(tmp_path)
+    page = matrix.render([run], "python -m conformance matrix DIR")
+    assert "| add | pass |\n| mm | xfail: `mm-shape`, `mm-value` |\n| sum | pass |" in page
+    assert "- 2.13.0: `mesh-order` (2)" in page
 
 
 def test_a_report_without_a_header_is_refused(tmp_path):

@@ -622,3 +622,49 @@ def test_a_per_op_test_left_with_no_chosen_op_is_skipped_with_its_reason_under_x
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["*--ops add: none of these ops is one this test runs*"])
     assert "INTERNALERROR" not in result.stdout.str()
+
+
+PER_OP_KNOWN = """
+import pytest
+from hypothesis import given, strategies as st
+from conformance import judge
+
+@pytest.mark.rules("DT-OP-1", "DT-MESH-8")
+@pytest.mark.per_op
+@given(st.integers(0, 9))
+def test_every_op(op, x):
+    if x == 0:  # one example of every op: a mesh whose ranks do not ascend
+        judge.assert_equal("mesh order", 1, 2, "example", rule="DT-MESH-8")
+    if op == "mm" and x == 1:
+        judge.assert_equal("value", 1, 2, "example", rule="DT-OP-1")
+    if op == "softmax":  # every example of softmax meets the known failure of every op
+        judge.assert_equal("mesh order", 1, 2, "example", rule="DT-MESH-8")
+"""
+
+
+def test_an_entry_for_every_op_of_a_test_leaves_each_ops_cell_its_own_verdict(pytester):
+    """A known failure listed for a whole per-op test (the order of a mesh's ranks) is another
+    behaviour than each op's: it turns no op's cell to xfail; an entry scoped to an op does,
+    and the cells name the records each entry's comment names."""
+    pytester.makepyfile(test_per_op=PER_OP_KNOWN)
+    pytester.path.joinpath("xfails.txt").write_text(
+        "# every op, on meshes whose ranks do not ascend\n# finding: mesh-order\n"
+        "test_per_op.py::test_every_op\n    DT-MESH-8: wrong value\n\n"
+        "# mm's own\n# finding: mm-value\n"
+        "test_per_op.py::test_every_op[mm]\n    DT-OP-1: wrong value\n"
+    )
+    result = run(
+        pytester, "--ops", "add,mm,softmax", "--xfails", "xfails.txt", "--report-dir", "out"
+    )
+    result.assert_outcomes(passed=2, xfailed=1)
+    report = json.loads((pytester.path / "out" / "rules.json").read_text())
+    assert {op: set(cells.values()) - {""} for op, cells in report["ops"].items()} == {
+        "add": {"pass"},
+        "mm": {"xfail"},
+        "softmax": {"blocked"},
+    }
+    assert report["op_findings"] == {
+        "add": {"other": ["mesh-order"]},
+        "mm": {"other": ["mesh-order"], "own": ["mm-value"]},
+        "softmax": {"other": ["mesh-order"]},
+    }
