@@ -862,27 +862,46 @@ class _CoarseDerivative(torch.autograd.Function):
         return grad * (1 + 2**-10)
 
 
-class DerivativeCoarse(ReferenceAdapter):
-    """``op`` whose derivative is off by a part in a thousand (a kernel that rounds through a
-    half-precision table, say): forward values right, layouts right, every gradient of the
-    right sign and nearly the right size (DT-GRAD-8 for ``tanh``, DT-GRAD-9 for ``softmax``)."""
+class _BackwardRaises(torch.autograd.Function):
+    """The identity forward; a backward that raises, as a kernel no one ran backward does."""
 
-    def __init__(self, op):
+    @staticmethod
+    def forward(ctx, y):
+        return y.view_as(y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("planted: no backward for this layout")
+
+
+class BackwardChanged(ReferenceAdapter):
+    """``op`` whose forward is right and whose backward passes through ``function`` (an
+    identity forward, a planted backward)."""
+
+    def __init__(self, op, function: type[torch.autograd.Function]):
         super().__init__()
         self.op = op
+        self.function = function
 
     def dt_op(self, fn, args, kwargs):
         if fn is self.op:
-            coarse = self.op
+            forward, function = self.op, self.function
 
             def fn(*a, **k):
-                return _CoarseDerivative.apply(coarse(*a, **k))
+                return function.apply(forward(*a, **k))
 
         return super().dt_op(fn, args, kwargs)
 
 
-TANH_DERIVATIVE_COARSE = DerivativeCoarse(torch.tanh)
-SOFTMAX_DERIVATIVE_COARSE = DerivativeCoarse(torch.softmax)
+# A derivative off by a part in a thousand (a kernel that rounds through a half-precision
+# table, say): layouts right, every gradient of the right sign and nearly the right size
+# (DT-GRAD-8 for tanh, DT-GRAD-9 for softmax).
+TANH_DERIVATIVE_COARSE = BackwardChanged(torch.tanh, _CoarseDerivative)
+SOFTMAX_DERIVATIVE_COARSE = BackwardChanged(torch.softmax, _CoarseDerivative)
+# A backward that raises after the forward returned, as PyTorch's did for ops outside the core
+# list (issue 38). cumsum is a model layer outside the core ops: before the model layers'
+# backward passes were drawn, no gradient test ran through it.
+CUMSUM_BACKWARD_RAISES = BackwardChanged(torch.cumsum, _BackwardRaises)
 
 
 class LayoutCrashesTheProcess(ReferenceAdapter):

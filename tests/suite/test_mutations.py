@@ -483,6 +483,13 @@ MUTANTS = [
         ["its gradient", '"op": "softmax"'],
     ),
     Mutant(
+        "cumsum-backward-raises",
+        "test_dt_op_grad.py::test_an_ops_gradient_is_the_single_device_gradient[cumsum]",
+        "mutants:CUMSUM_BACKWARD_RAISES",
+        "DT-GRAD-7",
+        ["planted: no backward for this layout", '"op": "cumsum"'],
+    ),
+    Mutant(
         "random-shards-from-the-start",
         "test_dt_random.py",
         "mutants:RANDOM_SHARDS_FROM_THE_START",
