@@ -157,8 +157,9 @@ def render(runs: list[Run], command: str) -> str:
         lines += _table(
             OPS_HEADING,
             "Each cell is the op's worst verdict over the world sizes of that release's run\n"
-            "([dt-ops](../spec/dt-ops.md)), and the records of the known failures its\n"
-            "examples met; an op the release's OpInfo lacks has none. A known failure listed\n"
+            "([dt-ops](../spec/dt-ops.md)), and the records its known failures name (an\n"
+            "entry's comment names the records of its group of ops); an op the release's\n"
+            "OpInfo lacks has none. A known failure listed\n"
             "for every op of a test (below) is another behaviour than the op's: an op whose\n"
             "other examples conform passes, one none of whose examples got past it is blocked.",
             "op",
