@@ -850,28 +850,24 @@ class ReplicatedGradientSummed(ReferenceAdapter):
 REPLICATED_GRADIENT_SUMMED = ReplicatedGradientSummed()
 
 
-class _CoarseDerivative(torch.autograd.Function):
-    """The identity forward; backward, the gradient times ``1 + 2⁻¹⁰``."""
+def _planted_backward(name: str, backward) -> type[torch.autograd.Function]:
+    """An autograd function whose forward is the identity and whose backward is ``backward``."""
 
-    @staticmethod
     def forward(ctx, y):
         return y.view_as(y)
 
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * (1 + 2**-10)
+    return type(name, (torch.autograd.Function,), {
+        "forward": staticmethod(forward), "backward": staticmethod(backward),
+    })  # fmt: skip
 
 
-class _BackwardRaises(torch.autograd.Function):
-    """The identity forward; a backward that raises, as a kernel no one ran backward does."""
+def _raise_in_backward(ctx, grad):
+    raise RuntimeError("planted: no backward for this layout")
 
-    @staticmethod
-    def forward(ctx, y):
-        return y.view_as(y)
 
-    @staticmethod
-    def backward(ctx, grad):
-        raise RuntimeError("planted: no backward for this layout")
+# The gradient times 1 + 2⁻¹⁰; a backward that raises, as a kernel no one ran backward does.
+_CoarseDerivative = _planted_backward("_CoarseDerivative", lambda ctx, grad: grad * (1 + 2**-10))
+_BackwardRaises = _planted_backward("_BackwardRaises", _raise_in_backward)
 
 
 class BackwardChanged(ReferenceAdapter):
