@@ -20,6 +20,7 @@ from hypothesis.errors import Flaky, Unsatisfiable
 
 from conformance import (
     adapters,
+    attribution,
     cost_report,
     edge_report,
     judge,
@@ -597,16 +598,19 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 def _whose_known_failures(item: pytest.Item) -> list[tuple[str, str]]:
     """The known failures this test met, told apart for the per-op table: ``own_known``, the
     rules met that an entry scoped to this very test lists, and ``findings_own`` /
-    ``findings_other``, the records named by the entries scoped to it and by those naming the
-    whole test (every op). A strict xfail met its entry's rules (``whole``: own or other)."""
+    ``findings_other``, the records named by the entries scoped to it (those that stand for
+    this op, ``conformance.attribution``) and by those naming the whole test (every op). A
+    strict xfail met its entry's rules (``whole``: own or other)."""
     entries = item.stash.get(_ENTRIES, [])
     whole = item.stash.get(_EXPECTED_TO_FAIL, None)
     met = set(judge.KNOWN.seen) | set(whole.rules if whole else ())
     own_rules = {r for scoped, e in entries if scoped for r in e.rules}
+    op = item.callspec.params["op"]
+    release = item.config.stash[_RUN_INFO]["impl_release"]
     own, other = set(), set()
     for scoped, entry in entries:
         if scoped and met & set(entry.rules):
-            own.update(entry.findings)
+            own.update(attribution.findings_of(entry.findings, met & set(entry.rules), op, release))
         elif not scoped and (met & set(entry.rules)) - own_rules:
             other.update(entry.findings)
     found = [("own_known", ",".join(sorted(met & own_rules)))]

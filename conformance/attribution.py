@@ -1,0 +1,50 @@
+"""Which findings an op's known failures stand for, for its cell of the per-op table.
+
+A known-failures group names the records of the behaviours its entries list (``# finding:``),
+and one group often lists several ops and several records: a refusal that every view op shares,
+say, with a record for ``flatten`` and one for ``expand``. Named as a whole, every op of the group
+would show every record. An op's cell shows the group's records that break a rule its entry
+met, on the release judged (``Record.breaks``), and of those the ones whose subject names the op
+where any does: ``squeeze_`` meets the squeeze record and not the ``fill_`` one beside it, an op
+no record names meets all that break its rule (the group's account of it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cache
+
+from conformance.findings.records import Record, load_all
+
+
+@cache
+def _records() -> dict[str, Record]:
+    return {record.id: record for record in load_all()}
+
+
+def call_name(name: str) -> str:
+    """The bare call an op or a record's subject names: ``Tensor.squeeze_``, ``squeeze/multiple``
+    and ``torch.squeeze backward`` are all ``squeeze``."""
+    call = name.split()[0].split("/")[0].rsplit(".", 1)[-1]
+    return call.rstrip("_") or call
+
+
+def findings_of(
+    named: Iterable[str], rules_met: Iterable[str], op: str, release: str | None
+) -> list[str]:
+    """The records among ``named`` (an entry's) that stand for ``op``'s failure of ``rules_met``
+    on ``release``; an id that is no record stays, for the agreement tests to report."""
+    records = _records()
+    met = set(rules_met)
+    ids = list(dict.fromkeys(named))
+    known = [records[i] for i in ids if i in records]
+    breaking = [r for r in known if met & set(_broken(r, release))] or known
+    naming = [r for r in breaking if call_name(op) in {call_name(s) for s in r.subject}]
+    chosen = {r.id for r in naming or breaking}
+    return [i for i in ids if i in chosen or i not in records]
+
+
+def _broken(record: Record, release: str | None) -> tuple[str, ...]:
+    if release is None or not record.releases:
+        return record.rules
+    return record.breaks(record.recorded_for(release)) or record.rules
