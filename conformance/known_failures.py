@@ -209,7 +209,8 @@ def _check_complete(entries: list[XFail], path: Path) -> None:
 
 
 def matches(entry: XFail, test_id: str) -> bool:
-    """Whether ``entry`` names the test ``test_id`` (``plugin.suite_id``) or its parametrisation."""
+    """Whether ``entry`` names the test ``test_id`` (``conformance.plugin.collect.suite_id``) or
+    its parametrisation."""
     return test_id == entry.test_id or test_id.startswith(entry.test_id + "[")
 
 

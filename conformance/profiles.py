@@ -24,7 +24,7 @@ PROFILES = {
     "quick": {"max_examples": 20, **_COMMON},
     # A merge gate must give one verdict per commit: ci draws the same examples on every run
     # (until the test's strategies, Hypothesis or Python change; each test's seed is its name,
-    # conformance.plugin._seed_by_name). quick and thorough explore anew each run.
+    # conformance.plugin.draws). quick and thorough explore anew each run.
     "ci": {"max_examples": 60, "derandomize": True, **_COMMON},
     "thorough": {"max_examples": 500, **_COMMON},
 }

@@ -71,3 +71,16 @@ def test_a_forbidden_import_is_found_however_it_is_written(tmp_path):
         "reference/dtensor/bench.py: conformance",
         "reference/dtensor/bench.py: conformance.oracle.layout",
     ]
+
+
+def test_each_step_of_the_plugin_imports_only_the_steps_before_it():
+    """The plugin's modules, in the order ``conformance.plugin`` lists them, are the path a case
+    takes from options to report: a step that imported a later one would hide that path."""
+    import conformance.plugin
+
+    steps = conformance.plugin.pytest_plugins
+    for index, step in enumerate(steps):
+        path = ROOT / (step.replace(".", "/") + ".py")
+        later = {*steps[index + 1 :], "conformance.plugin"}
+        wrong = sorted(n for n in imported(path) if n in later)
+        assert wrong == [], f"{step} imports {wrong}, a later step of the plugin"

@@ -5,7 +5,7 @@ A property draws its world size per example, so its verdict belongs to the sizes
 it fails, to the size of the failing case: the per-rule table shows a rule that holds on 2 ranks
 and breaks on 3 in those two columns. Local and attached worlds record every case in ``LEDGER``;
 the plugin starts it afresh when a test starts and reads it when the test ends
-(``conformance.plugin``), and the judge retires the latest world when it fails a case
+(``conformance.plugin.verdicts``), and the judge retires the latest world when it fails a case
 (``conformance.judge.fail``) unless it is still in step. One test runs at a time in a process,
 so one ledger serves it.
 """
