@@ -1,7 +1,8 @@
 """``findings check``: replay every record on the installed PyTorch and compare.
 
 A record passes when each rank's outcome is the one recorded for the installed release (or for
-the release that stands for it, ``Record.recorded_for``). ``--record`` writes what was seen
+the release that stands for it, ``Record.recorded_for``), and so does its reach program (a
+public path to its private layout) where it lists that release. ``--record`` writes what was seen
 instead, for a maintainer to review as a diff: that is how a new release gets its outcomes.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -39,7 +41,7 @@ def check(
     chosen = [r for r in records if r.id in ids] if ids else records
     release = installed_release()
     out(f"findings check: {len(chosen)} record(s) on torch {torch.__version__}")
-    failed = 0
+    failed: set[str] = set()
     for each in chosen:
         seen = replay.run(each, timeout_s)
         stands_for = each.recorded_for(release)
@@ -52,16 +54,25 @@ def check(
         if seen == expected:
             out(f"ok        {each.id} ({release}{borrowed}): {verdict.describe(each, seen)}")
         else:
-            failed += 1
+            failed.add(each.id)
             out(f"MISMATCH  {each.id} ({release}{borrowed}):")
             out(f"    recorded: {verdict.describe(each, expected)}")
             out(f"    seen:     {verdict.describe(each, seen)}")
             out(f"    replay:   python -m conformance findings replay {each.id}")
+        if each.reach is not None and release in each.reach.releases:
+            reached = replay.run(replace(each, code=each.reach.code), timeout_s)
+            if reached == expected:
+                out(f"ok        {each.id} ({release}), reached {each.reach.via}")
+            else:
+                failed.add(each.id)
+                out(f"MISMATCH  {each.id} ({release}), reached {each.reach.via}:")
+                out(f"    recorded: {verdict.describe(each, expected)}")
+                out(f"    seen:     {verdict.describe(each, reached)}")
     twice = verdict.duplicates(records)
     for line in twice:
         out(f"DUPLICATE {line}")
     out(
-        f"findings check: {len(chosen) - failed} of {len(chosen)} as recorded"
+        f"findings check: {len(chosen) - len(failed)} of {len(chosen)} as recorded"
         + (f", {len(twice)} duplicate pair(s)" if twice else "")
     )
     return 1 if failed or twice else 0
@@ -86,6 +97,12 @@ def dumps(data: dict) -> str:
                 f"{json.dumps(r)}: {json.dumps(o, ensure_ascii=False)}" for r, o in value.items()
             ]
             text = _block(items, "{}")
+        elif key == "reach":
+            lines = [json.dumps(line, ensure_ascii=False) for line in value["code"]]
+            code = _block(lines, "[]", depth=2)
+            items = [f'"via": {json.dumps(value["via"])}', f'"code": {code}']
+            items.append(f'"releases": {json.dumps(value["releases"])}')
+            text = _block(items, "{}")
         elif key in ("upstream", "distinct_from"):
             text = json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  ")
         else:
@@ -94,8 +111,10 @@ def dumps(data: dict) -> str:
     return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
-def _block(items: list[str], brackets: str) -> str:
-    return brackets[0] + "\n" + ",\n".join(f"    {i}" for i in items) + "\n  " + brackets[1]
+def _block(items: list[str], brackets: str, depth: int = 1) -> str:
+    """``items`` one a line, inside ``brackets`` at ``depth`` levels of the record's nesting."""
+    inner, outer = "  " * (depth + 1), "  " * depth
+    return brackets[0] + "\n" + ",\n".join(inner + i for i in items) + "\n" + outer + brackets[1]
 
 
 def replay_one(finding: Record, timeout_s: float, show: bool, out=print) -> int:

@@ -53,6 +53,7 @@ def body(record: Record) -> str:
         "",
         *(f"- {r.id}: {r.title} (shardspec, `spec/{r.chapter}`)" for r in cited),
         "",
+        *_reach(record),
         "## Releases",
         "",
         render.releases_text(record).replace("; ", "\n\n"),
@@ -61,3 +62,22 @@ def body(record: Record) -> str:
         f"shardspec's conformance suite: `python -m conformance findings replay {record.id}`.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _reach(record: Record) -> list[str]:
+    """The program that gets to the case's private layout through public calls, where the record
+    has one: a maintainer's first question of a private placement is whether users meet it."""
+    if record.reach is None:
+        return []
+    program = snippet.script(record.reach.code, record.world_size, title(record), "reach.py")
+    return [
+        f"## How a user gets there: {record.reach.via}",
+        "",
+        "The program above builds its layout by hand; this one gets to the same layout through "
+        f"public calls and gives the same output on {', '.join(record.reach.releases)}:",
+        "",
+        "```python",
+        program.rstrip(),
+        "```",
+        "",
+    ]

@@ -32,6 +32,17 @@ OUTCOME = re.compile(r"returns .*|raises [A-Za-z_][\w.]*|hangs|dies", re.DOTALL)
 
 
 @dataclass(frozen=True)
+class Reach:
+    """How a user gets to a record's private layout through public calls: ``code`` builds it
+    ``via`` FSDP or a view and makes the record's calls, with the record's outcome on each of
+    ``releases``."""
+
+    via: str
+    code: str
+    releases: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Record:
     id: str
     rules: tuple[str, ...]
@@ -47,6 +58,7 @@ class Record:
     severity: str = ""
     subject: tuple[str, ...] = ()
     layouts: tuple[str, ...] = ()
+    reach: Reach | None = None
 
     def per_rank(self, outcomes: tuple[str, ...]) -> tuple[str, ...]:
         """``outcomes`` with one entry per rank (a single entry stands for every rank)."""
@@ -110,6 +122,7 @@ def _load(path: Path, schema: dict[str, Any]) -> Record:
         severity=data.get("severity", ""),
         subject=tuple(data["subject"]),
         layouts=tuple(data["layouts"]),
+        reach=_reach(data.get("reach")),
     )
     problems = []
     if path.stem != record.id:
@@ -126,6 +139,13 @@ def _load(path: Path, schema: dict[str, Any]) -> Record:
             problems.append(f"breaks: {release} gives the spec's outcome, which breaks nothing")
         problems += [f"breaks: {release}: {r!r} is not one of its rules" for r in broken
                      if r not in record.rules]  # fmt: skip
+    if record.reach is not None:
+        problems += [f"reach: {r} is no release it records" for r in record.reach.releases
+                     if r not in record.releases]  # fmt: skip
+        if "_StridedShard(" in record.reach.code:
+            problems.append("reach: its program builds a private placement by hand")
+        if not any(record.deviates(r) for r in record.reach.releases if r in record.releases):
+            problems.append("reach: it deviates on none of the releases its reach lists")
     for release in record.releases:
         try:
             release_key(release)
@@ -134,3 +154,9 @@ def _load(path: Path, schema: dict[str, Any]) -> Record:
     if problems:
         raise ValueError(f"{path}: " + "; ".join(problems))
     return record
+
+
+def _reach(data: dict[str, Any] | None) -> Reach | None:
+    if data is None:
+        return None
+    return Reach(data["via"], "\n".join(data["code"]) + "\n", tuple(data["releases"]))

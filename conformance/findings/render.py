@@ -37,8 +37,10 @@ Findings are triaged as a bug tracker reads them (`conformance/findings/triage.p
 section is a severity, worst first, read off the outcomes of the newest release that deviates;
 a record states *malformed output* itself, the one severity its outcomes cannot show (such an
 output returns, or raises only once it is read). Within a section, findings reachable through
-the public API come first; *private placement* marks a program that builds a `_StridedShard` by
-hand, which a user meets only where FSDP with tensor parallelism, or a view, makes that layout.
+the public API come first, then those whose program builds a `_StridedShard` by hand but whose
+record holds a program that gets to the same layout through public calls, with the same output
+(*FSDP with tensor parallelism*, *a view of a sharded tensor*: `findings check` replays it, and
+`findings report` prints it), then *private placement*: no public path to the layout is known.
 *Upstream* is the status of the PyTorch thread a record cites as the same behaviour, or *not
 reported*.
 """

@@ -31,7 +31,10 @@ STATED = {"malformed output": {"silent wrong value", "internal error on valid in
 
 REACHES = {
     "public API": "public calls and placements make the case",
-    "private placement": "the case builds a private placement (_StridedShard) by hand",
+    "FSDP with tensor parallelism": "fully_shard over a tensor-parallel module makes its layout",
+    "a view of a sharded tensor": "a view of a tensor sharded on a public placement makes it",
+    "private placement": "the case builds a private placement (_StridedShard) by hand, and no "
+    "public path to its layout is known",
 }
 PRIVATE = re.compile(r"\b_StridedShard\(")
 
@@ -89,7 +92,11 @@ def check_stated(record: Record) -> str | None:
 
 
 def reach(record: Record) -> str:
-    return "private placement" if PRIVATE.search(record.code) else "public API"
+    """How a user meets the case: through public calls, through a public path to its private
+    layout (its ``reach`` program, replayed by ``findings check``), or only by building it."""
+    if not PRIVATE.search(record.code):
+        return "public API"
+    return record.reach.via if record.reach else "private placement"
 
 
 def upstream_status(record: Record) -> str:

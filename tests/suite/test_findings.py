@@ -54,6 +54,9 @@ GOOD = {
 }
 
 
+REACH = {"via": "a view of a sharded tensor", "code": ["result = 1"], "releases": ["2.13.0"]}
+
+
 def test_every_record_loads_and_names_rules_of_the_spec():
     known = {rule.id for rule in rules.load()}
     loaded = records.load_all()
@@ -77,6 +80,15 @@ def test_every_record_loads_and_names_rules_of_the_spec():
         (
             {"breaks": {"2.13.0": []}, "releases": {"2.13.0": ["returns [3.0]"]}},
             "breaks: 2.13.0 gives the spec's outcome, which breaks nothing",
+        ),
+        ({"reach": {**REACH, "releases": ["2.12.1"]}}, "reach: 2.12.1 is no release it records"),
+        (
+            {"reach": REACH, "releases": {"2.13.0": ["returns [3.0]"]}},
+            "reach: it deviates on none of the releases its reach lists",
+        ),
+        (
+            {"reach": {**REACH, "code": ["x = _StridedShard(0, split_factor=2)"]}},
+            "reach: its program builds a private placement by hand",
         ),
     ],
 )
@@ -187,6 +199,30 @@ def test_reach_is_private_where_the_program_builds_a_private_placement():
     assert triage.reach(record()) == "public API"
     strided = "x = distribute_tensor(t, mesh, [_StridedShard(0, split_factor=2), Shard(0)])\n"
     assert triage.reach(record(code=strided)) == "private placement"
+    via_fsdp = records.Reach("FSDP with tensor parallelism", "result = 1\n", ("2.13.0",))
+    assert triage.reach(record(code=strided, reach=via_fsdp)) == "FSDP with tensor parallelism"
+
+
+def test_a_reach_program_that_does_not_give_the_records_outcome_fails_the_check(tmp_path):
+    """A public path is shown only by a program that meets the same outcome: one that reaches
+    another layout, or none, is a mismatch like a record's own."""
+    release = check.installed_release()
+    reach = {**REACH, "code": ["result = torch.tensor([1.5]) * 2 + 1"], "releases": [release]}
+    write(tmp_path, {**GOOD, "releases": {release: ["returns [3.5]"]}, "reach": reach})
+    lines: list[str] = []
+    assert check.check(root=tmp_path, out=lines.append) == 1
+    assert lines[1:5] == [
+        f"MISMATCH  one-rank ({release}):",
+        "    recorded: returns `[3.5]`",
+        "    seen:     conforms",
+        "    replay:   python -m conformance findings replay one-rank",
+    ]
+    assert lines[5:8] == [
+        f"MISMATCH  one-rank ({release}), reached a view of a sharded tensor:",
+        "    recorded: returns `[3.5]`",
+        "    seen:     returns `[4.0]`",
+    ]
+    assert lines[-1] == "findings check: 0 of 1 as recorded"
 
 
 def test_upstream_status_is_that_of_the_thread_of_the_same_behaviour():
@@ -395,6 +431,16 @@ def test_every_records_script_is_python_that_compiles():
     that only ran inside the suite's namespace would show here."""
     for r in records.load_all():
         compile(snippet.script(r.code, r.world_size, r.id), r.id, "exec")
+        if r.reach is not None:
+            compile(snippet.script(r.reach.code, r.world_size, r.id), f"{r.id} reach", "exec")
+
+
+def test_a_report_of_a_private_layout_shows_the_public_path_to_it():
+    (r,) = [r for r in records.load_all() if r.id == "chunk-list-of-strided-shard-overlaps"]
+    body = issue.body(r)
+    assert "## How a user gets there: a view of a sharded tensor\n" in body
+    assert "[Shard(1)]).view(4)" in body.split("## How a user gets there")[1]
+    assert "reach: a view of a sharded tensor." in body
 
 
 def test_a_report_holds_a_program_that_runs_under_torchrun_as_its_record_says(tmp_path):
