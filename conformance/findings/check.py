@@ -51,23 +51,12 @@ def check(
             continue
         expected = each.per_rank(each.releases[stands_for])
         borrowed = "" if stands_for == release else f", as recorded for {stands_for}"
-        if seen == expected:
-            out(f"ok        {each.id} ({release}{borrowed}): {verdict.describe(each, seen)}")
-        else:
+        if not _bears_out(each, f"{release}{borrowed}", expected, seen, out):
             failed.add(each.id)
-            out(f"MISMATCH  {each.id} ({release}{borrowed}):")
-            out(f"    recorded: {verdict.describe(each, expected)}")
-            out(f"    seen:     {verdict.describe(each, seen)}")
-            out(f"    replay:   python -m conformance findings replay {each.id}")
         if each.reach is not None and release in each.reach.releases:
             reached = replay.run(replace(each, code=each.reach.code), timeout_s)
-            if reached == expected:
-                out(f"ok        {each.id} ({release}), reached {each.reach.via}")
-            else:
+            if not _bears_out(each, f"{release}, reached {each.reach.via}", expected, reached, out):
                 failed.add(each.id)
-                out(f"MISMATCH  {each.id} ({release}), reached {each.reach.via}:")
-                out(f"    recorded: {verdict.describe(each, expected)}")
-                out(f"    seen:     {verdict.describe(each, reached)}")
     twice = verdict.duplicates(records)
     for line in twice:
         out(f"DUPLICATE {line}")
@@ -76,6 +65,20 @@ def check(
         + (f", {len(twice)} duplicate pair(s)" if twice else "")
     )
     return 1 if failed or twice else 0
+
+
+def _bears_out(
+    each: Record, where: str, expected: tuple[str, ...], seen: tuple[str, ...], out
+) -> bool:
+    """Print one replay's verdict; whether it saw what the record holds."""
+    if seen == expected:
+        out(f"ok        {each.id} ({where}): {verdict.describe(each, seen)}")
+        return True
+    out(f"MISMATCH  {each.id} ({where}):")
+    out(f"    recorded: {verdict.describe(each, expected)}")
+    out(f"    seen:     {verdict.describe(each, seen)}")
+    out(f"    replay:   python -m conformance findings replay {each.id}")
+    return False
 
 
 def _write(path: Path, release: str, outcomes: tuple[str, ...]) -> None:
