@@ -360,7 +360,7 @@ def _matrix(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _findings(args: argparse.Namespace, extra: list[str]) -> int:
-    from conformance.findings import changes, check, issue, records, render, snippet
+    from conformance.findings import changes, check, issue, records, render
 
     if args.action in ("render", "changes"):
         page = (render if args.action == "render" else changes).page(records.load_all())
@@ -377,8 +377,7 @@ def _findings(args: argparse.Namespace, extra: list[str]) -> int:
             print(issue.body(chosen[0]), end="")
             return 0
         if args.script:
-            r = chosen[0]
-            print(snippet.script(r.code, r.world_size, issue.title(r)), end="")
+            print(issue.script(chosen[0]), end="")
             return 0
         return check.replay_one(chosen[0], args.timeout, args.show)
     try:

@@ -16,10 +16,31 @@ def title(record: Record) -> str:
     return f"[{api}] {record.id.replace('-', ' ')}"
 
 
+def script(record: Record, reach: bool = False) -> str:
+    """The record's program (or its reach program) as a file torchrun runs, headed by what the
+    spec requires of each rank and what each release does."""
+    outcomes = ["The spec: " + _ranks(record.spec, record)]
+    outcomes += [
+        f"PyTorch {release}: " + _ranks(seen, record) for release, seen in record.releases.items()
+    ]
+    code, name = (
+        (record.reach.code, "reach.py") if reach and record.reach else (record.code, "repro.py")
+    )
+    return snippet.script(code, record.world_size, title(record), name, outcomes)
+
+
+def _ranks(outcomes: tuple[str, ...], record: Record) -> str:
+    """One outcome where every rank has it, else each rank's."""
+    each = record.per_rank(outcomes)
+    if len(set(each)) == 1:
+        return f"every rank {each[0]}"
+    return "; ".join(f"rank {n} {o}" for n, o in enumerate(each))
+
+
 def body(record: Record) -> str:
     by_id = {rule.id: rule for rule in rules.load()}
     cited = [by_id[r] for r in record.rules if r in by_id]
-    program = snippet.script(record.code, record.world_size, title(record))
+    program = script(record)
     expected = [f"rank {n}: {o}" for n, o in enumerate(record.per_rank(record.spec))]
     newest = triage.newest_deviating(record)
     seen = [f"rank {n}: {o}" for n, o in enumerate(record.per_rank(record.releases[newest]))]
@@ -69,7 +90,7 @@ def _reach(record: Record) -> list[str]:
     has one: a maintainer's first question of a private placement is whether users meet it."""
     if record.reach is None:
         return []
-    program = snippet.script(record.reach.code, record.world_size, title(record), "reach.py")
+    program = script(record, reach=True)
     return [
         f"## How a user gets there: {record.reach.via}",
         "",

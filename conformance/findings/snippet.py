@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import inspect
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+from conformance import hash_seed
 from conformance.world.rank import RankContext
 
 # What every program may use without importing it; `findings replay --show` prints it above the
@@ -85,7 +86,16 @@ SCRIPT = """\
 # {title}
 # Run on {world} process(es): torchrun --nproc-per-node {world} {name}
 # Each rank prints its outcome in shardspec's words ("returns <value>", "raises <type>").
-from __future__ import annotations
+{outcomes}from __future__ import annotations
+
+import os
+import sys
+
+# PyTorch picks among equally cheap sharding strategies in an order that follows string hashing:
+# the outcomes above were seen under PYTHONHASHSEED={seed}, which only a new interpreter reads.
+if os.environ.get("PYTHONHASHSEED") != "{seed}":
+    os.environ["PYTHONHASHSEED"] = "{seed}"
+    os.execv(sys.executable, [sys.executable, "-u", *sys.argv])  # -u, as torchrun starts it
 
 {prelude}
 
@@ -108,14 +118,19 @@ dist.destroy_process_group()
 """
 
 
-def script(code: str, world_size: int, title: str, name: str = "repro.py") -> str:
+def script(
+    code: str, world_size: int, title: str, name: str = "repro.py", outcomes: Sequence[str] = ()
+) -> str:
     """``code`` as one file that runs as it stands under ``torchrun``: the prelude, the helpers
-    a program may call, a Gloo process group, ``rank`` and ``world_size``, the seed the suite
-    sets, and each rank's outcome printed as a record writes it."""
+    a program may call, a Gloo process group, ``rank`` and ``world_size``, the seeds the suite
+    sets (the hash seed by restarting itself under it), and each rank's outcome printed as a
+    record writes it; ``outcomes``, what the spec and each release give, head it as comments."""
     return SCRIPT.format(
         title=title,
         world=world_size,
         name=name,
+        outcomes="".join(f"#   {line}\n" for line in outcomes),
+        seed=hash_seed.SEED,
         prelude=PRELUDE.rstrip(),
         attempt=inspect.getsource(attempt).rstrip(),
         plain=inspect.getsource(_plain).rstrip(),

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -434,6 +435,21 @@ def test_every_records_script_is_python_that_compiles():
             compile(snippet.script(r.reach.code, r.world_size, r.id), f"{r.id} reach", "exec")
 
 
+def test_a_script_runs_under_the_hash_seed_its_outcomes_were_seen_under(tmp_path):
+    """PyTorch's choice among equal strategies follows string hashing: a script started under
+    another seed restarts itself under the suite's before it runs the program."""
+    code = "import os\nresult = os.environ['PYTHONHASHSEED']\n"
+    (tmp_path / "repro.py").write_text(snippet.script(code, 1, "the hash seed"))
+    ran = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1",
+         "repro.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONHASHSEED": "1"},
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "rank 0: returns '0'" in ran.stdout.splitlines()
+
+
 def test_a_report_of_a_private_layout_shows_the_public_path_to_it():
     (r,) = [r for r in records.load_all() if r.id == "chunk-list-of-strided-shard-overlaps"]
     body = issue.body(r)
@@ -454,6 +470,8 @@ def test_a_report_holds_a_program_that_runs_under_torchrun_as_its_record_says(tm
     body = issue.body(r)
     assert body.startswith(f"# [DTensor] {r.id.replace('-', ' ')}\n")
     assert "## Expected\n\n```\nrank 0: returns [[8], [8]]\nrank 1: returns [[8], [8]]\n```" in body
+    assert "#   The spec: every rank returns [[8], [8]]\n" in body
+    assert "#   PyTorch 2.11.0: every rank returns [[8], 'raises RuntimeError']\n" in body
     (tmp_path / "repro.py").write_text(body.split("```python\n", 1)[1].split("```", 1)[0])
     ran = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
