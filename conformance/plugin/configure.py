@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from conformance import adapters, known_failures, options, rank_devices, run_info
+from conformance import adapters, known_failures, options, paths, rank_devices, run_info
 from conformance.ops import catalogue
 from conformance.world import attach, harness
 from conformance.world.backends import backend_named
@@ -227,7 +227,7 @@ def _unwritable_step_summary() -> str | None:
 def _relative(path: Path) -> str:
     """A shipped file as ``conformance/xfails/...``; another as given."""
     try:
-        return str(path.resolve().relative_to(Path(__file__).parent.parent))
+        return str(path.resolve().relative_to(paths.CHECKOUT))
     except ValueError:
         return str(path)
 
