@@ -49,7 +49,17 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--backend", default="gloo", help="gloo, nccl or cpu:gloo,cuda:nccl")
     run.add_argument("--world-sizes", default="1,2,3,4", type=sizes, help="comma-separated, 1..8")
     run.add_argument("--profile", default="quick", choices=["quick", "ci", "thorough"])
-    run.add_argument("--xfails", help="file of known failures: test ids, rules and symptoms")
+    run.add_argument(
+        "--xfails",
+        action="append",
+        default=[],
+        help="a file of known failures, layered on the shipped ones (repeatable)",
+    )
+    run.add_argument(
+        "--no-shipped-xfails",
+        action="store_true",
+        help="judge without the shipped known failures: only those given with --xfails",
+    )
     run.add_argument("--case-timeout", type=positive_seconds, default=30.0)
     run.add_argument("--report-dir", help="write the per-rule results as rules.md and rules.json")
     run.add_argument("-n", "--workers", default=None, help="pytest-xdist workers (local worlds)")
@@ -162,8 +172,10 @@ def _pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     sizes = ",".join(map(str, args.world_sizes))  # parsed by options.world_sizes
     argv += ["--impl", args.impl, "--backend", args.backend, "--world-sizes", sizes]
     argv += ["--hypothesis-profile", args.profile, "--case-timeout", str(args.case_timeout)]
-    if args.xfails:
-        argv += ["--xfails", args.xfails]
+    for given in args.xfails:
+        argv += ["--xfails", given]
+    if args.no_shipped_xfails:
+        argv.append("--no-shipped-xfails")
     if args.report_dir:
         argv += ["--report-dir", args.report_dir]
     if args.skip_unavailable:

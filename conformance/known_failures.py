@@ -59,6 +59,12 @@ class XFail:
     line: int
     symptoms: dict[str, Symptom] = field(default_factory=dict)
     whole: bool = False
+    source: str = ""  # the file it is read from, as messages name it
+
+    @property
+    def where(self) -> str:
+        """``file:line``, for a message that sends the reader to the entry."""
+        return f"{self.source}:{self.line}"
 
     @property
     def rules(self) -> tuple[str, ...]:
@@ -116,9 +122,16 @@ def release_key(release: str) -> tuple[int, ...]:
 def default_for(impl: str, release: str | None, shipped: Path | None = None) -> Choice:
     """The known-failures file shipped (in ``shipped``, by default ``FOLDER``) for a registered
     adapter at ``release``."""
-    folder = (shipped or FOLDER) / impl
-    files = sorted(folder.glob("*.txt"), key=lambda f: release_key(f.stem)) if impl else []
-    if ":" in impl or not files:
+    if ":" in impl or not impl:
+        return Choice(None, f"none shipped for {impl!r}")
+    return for_release((shipped or FOLDER) / impl, impl, release)
+
+
+def for_release(folder: Path, impl: str, release: str | None) -> Choice:
+    """The file of ``folder`` (one ``<release>.txt`` per release judged) for ``release``: its
+    own, else the nearest older release's, else the oldest's."""
+    files = sorted(folder.glob("*.txt"), key=lambda f: release_key(f.stem))
+    if not files:
         return Choice(None, f"none shipped for {impl!r}")
     if release is None:
         raise ValueError(f"adapter {impl!r} has per-release known failures but no 'release'")
@@ -140,6 +153,32 @@ def default_for(impl: str, release: str | None, shipped: Path | None = None) -> 
         "(new failures and unexpected passes are what changed)",
         borrowed=True,
     )
+
+
+def layers(impl_name: str, impl: object, given: list[str], shipped: bool = True) -> list[Choice]:
+    """Every known-failures file a run uses, in order: the shipped one for the release of a
+    registered adapter, or of each folder an adapter names (``known_failures``: a fork's
+    adapter names upstream's folder, then its own), unless ``shipped`` is off; then the files
+    given (``--xfails``). An entry of any of them covers what it lists; none replaces another,
+    so a fork lists only where it differs, and a shardspec update brings upstream's new entries."""
+    release = getattr(impl, "release", None)
+    chosen = []
+    if shipped:
+        folders = getattr(impl, "known_failures", None)
+        if folders is None:
+            chosen.append(default_for(impl_name, release))
+        else:
+            for folder in map(Path, folders):
+                choice = for_release(folder, impl_name, release)
+                chosen.append(choice if choice.path else Choice(None, f"none in {folder}"))
+    chosen += [Choice(Path(g), "given with --xfails") for g in given]
+    return chosen
+
+
+def shipped(impl: str) -> Path:
+    """The folder of shardspec's own per-release files for a registered adapter: what a fork's
+    adapter names first in its ``known_failures``."""
+    return FOLDER / impl
 
 
 def parse(path: Path) -> list[XFail]:
@@ -175,7 +214,7 @@ def parse(path: Path) -> list[XFail]:
         reason = comment.strip() or group_reason
         if not reason:
             raise ValueError(f"{where}: xfail entry {test_id!r} gives no reason")
-        entries.append(XFail(test_id, reason, number))
+        entries.append(XFail(test_id, reason, number, source=str(path)))
     _check_complete(entries, path)
     return entries
 

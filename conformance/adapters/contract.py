@@ -24,6 +24,7 @@ Rules an adapter does not claim (see ``CAPABILITIES``) are reported as "not clai
 from __future__ import annotations
 
 from collections.abc import Container, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import torch
@@ -372,3 +373,6 @@ class Adapter(ShardedTensorAdapter, DTensorAdapter, Protocol):
     # Optional: the implementation's version ("2.13.0+cpu"). It appears in the run's header, and
     # a registered adapter's known failures are chosen by it (conformance/known_failures.py).
     release: str
+    # Optional: folders of per-release known-failures files (<release>.txt), layered in order,
+    # instead of shardspec's own for a registered adapter's name (known_failures.layers).
+    known_failures: Sequence[str | Path]

@@ -19,7 +19,7 @@ from conformance.world.backends import backend_named
 
 XFAILS = pytest.StashKey[list[known_failures.XFail]]()
 RUN_INFO = pytest.StashKey[dict[str, Any]]()
-BORROWED = pytest.StashKey[bool]()
+BORROWED = pytest.StashKey[list[Path]]()  # files of another release than the one judged
 OPS = pytest.StashKey[list[str]]()
 
 
@@ -42,9 +42,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--xfails",
-        default=None,
-        help="file of known failures (test ids, rules, symptoms); default: the adapter's own, "
-        "conformance/xfails/<name>.txt, if it has one",
+        action="append",
+        default=[],
+        help="a file of known failures (test ids, rules, symptoms), layered on those shipped for "
+        "the release judged (conformance/xfails/<adapter>/<release>.txt, or the adapter's own "
+        "known_failures folders); repeatable",
+    )
+    group.addoption(
+        "--no-shipped-xfails",
+        action="store_true",
+        help="judge without the shipped known failures: only the files given with --xfails",
     )
     group.addoption(
         "--case-timeout",
@@ -160,22 +167,21 @@ def pytest_configure(config: pytest.Config) -> None:
     _check_unclaimed_ops(impl)
     try:
         rank_devices.use(backend_named(config.getoption("--backend")))
-        given = config.getoption("--xfails")
-        if given:
-            choice = known_failures.Choice(Path(given), "given with --xfails")
-        else:
-            choice = known_failures.default_for(impl_name, release)
-        config.stash[XFAILS] = known_failures.parse(choice.path) if choice.path else []
-        config.option.xfails = str(choice.path) if choice.path else None
+        shipped = not config.getoption("--no-shipped-xfails")
+        files = known_failures.layers(impl_name, impl, config.getoption("--xfails"), shipped)
+        config.stash[XFAILS] = [e for c in files if c.path for e in known_failures.parse(c.path)]
     except (ValueError, OSError) as exc:
         raise pytest.UsageError(str(exc)) from None
     # The options are good (a usage error, exit 4, comes first); can this machine run them?
     cannot = _unwritable_step_summary() or _unavailable_sizes(config)
     if cannot:
         pytest.exit(f"shardspec: environment error: {cannot}", returncode=harness.EXIT_CODE)
-    in_use = f"{_relative(choice.path)} ({choice.note})" if choice.path else choice.note
-    config.stash[RUN_INFO] = {"impl_release": release, "known_failures": in_use}
-    config.stash[BORROWED] = choice.borrowed
+    in_use = [f"{_relative(c.path)} ({c.note})" if c.path else c.note for c in files]
+    config.stash[RUN_INFO] = {
+        "impl_release": release,
+        "known_failures": "; ".join(in_use) or "none (--no-shipped-xfails)",
+    }
+    config.stash[BORROWED] = [c.path for c in files if c.borrowed and c.path]
 
 
 def _unavailable_sizes(config: pytest.Config) -> str | None:

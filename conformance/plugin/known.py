@@ -25,7 +25,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """A ``whole test`` entry makes its tests strict xfails; any other entry tells them which
     rules' failures, with which symptoms, to count and go on past (``judge.fail``)."""
     entries = config.stash[XFAILS]
-    used: set[int] = set()
+    used: set[str] = set()
     for item in items:
         key = suite_id(item)
         for entry in entries:
@@ -39,8 +39,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 else:
                     item.add_marker(pytest.mark.xfail(reason=entry.reason, strict=True))
                     item.stash[EXPECTED_TO_FAIL] = entry
-                used.add(entry.line)
-    path = config.getoption("--xfails")
+                used.add(entry.where)
     collected_files = {suite_id(item).partition("::")[0] for item in items}
     # A per-op test runs the ops --ops chose: an entry for another op is not stale, unless every
     # op of the catalogue ran.
@@ -50,10 +49,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             suite_id(i).partition("[")[0] for i in items if i.get_closest_marker("per_op")
         )
     for entry in entries:
-        if entry.line not in used and known_failures.stale(entry, collected_files, other_ops):
-            where = f"{path}:{entry.line}"
+        if entry.where not in used and known_failures.stale(entry, collected_files, other_ops):
             warnings.warn(
-                f"{where}: xfail entry {entry.test_id!r} matches no collected test", stacklevel=1
+                f"{entry.where}: xfail entry {entry.test_id!r} matches no collected test",
+                stacklevel=1,
             )
 
 

@@ -207,7 +207,6 @@ class _RuleResults:
         for a met rule that none of its failures showed: the rule may be fixed (or fixed in
         part), or the run did not draw a case that shows it. A ci run is deterministic, so
         these lines say which symptoms a release's run really confirms."""
-        path = self.config.getoption("--xfails")
         unmet_entries = 0
         for entry in self.config.stash[XFAILS]:
             if entry.whole:
@@ -219,17 +218,17 @@ class _RuleResults:
                 never = sorted(str(b) for b in entry.symptoms[rule] if str(b) not in shown)
                 if never:
                     terminalreporter.write_line(
-                        f"{path}:{entry.line}: known failure of {rule} in {entry.test_id} met, "
+                        f"{entry.where}: known failure of {rule} in {entry.test_id} met, "
                         f"but never as: {', '.join(never)}"
                     )
             unmet = [r for r in entry.rules if r not in met]
             if ran and unmet:
                 unmet_entries += 1
                 terminalreporter.write_line(
-                    f"{path}:{entry.line}: known failure of {' '.join(unmet)} in "
+                    f"{entry.where}: known failure of {' '.join(unmet)} in "
                     f"{entry.test_id} not met in this run"
                 )
-        if self.config.stash[BORROWED]:
+        for path in self.config.stash[BORROWED]:
             counts = self.table.counts()
             terminalreporter.write_line(
                 f"{path} is another release's known failures (see the header). Against it this "

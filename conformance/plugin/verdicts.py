@@ -50,7 +50,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         return
     entry = item.stash.get(EXPECTED_TO_FAIL, None)
     if entry is not None and hasattr(report, "wasxfail"):
-        _unless_the_known_symptom(report, entry, call.excinfo.value, item.config)
+        _unless_the_known_symptom(report, entry, call.excinfo.value)
     violated = sorted(set(_violated(call.excinfo.value)))
     if violated:
         report.user_properties.append(("violated", ",".join(violated)))
@@ -68,7 +68,7 @@ def _every_example_known(report: pytest.TestReport) -> None:
 
 
 def _unless_the_known_symptom(
-    report: pytest.TestReport, entry: known_failures.XFail, exc: BaseException, config
+    report: pytest.TestReport, entry: known_failures.XFail, exc: BaseException
 ) -> None:
     """A test that is a known failure as a whole still fails unless its failure is a check's
     (``judge.fail``) that its entry lists, rule and symptom: an error of the suite, or another
@@ -86,7 +86,7 @@ def _unless_the_known_symptom(
     del report.wasxfail
     report.outcome = "failed"
     report.longrepr = (
-        f"shardspec: a new failure: {config.getoption('--xfails')}:{entry.line} lists "
+        f"shardspec: a new failure: {entry.where} lists "
         f"{entry.test_id} as failing {listed}, but {why}\n\n{report.longrepr}"
     )
 

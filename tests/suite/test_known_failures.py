@@ -4,6 +4,9 @@ it judges, or the nearest older one and says so."""
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -185,3 +188,74 @@ def test_an_entry_for_every_op_of_a_per_op_test_lists_no_rule_of_an_ops_own(path
         for rule in entry.rules if rule.startswith(("DT-OP-", "DT-GRAD-"))
     ]  # fmt: skip
     assert own == []
+
+
+FORK_ADAPTER = '''
+from pathlib import Path
+
+from conformance.adapters.pytorch import PyTorchAdapter
+from conformance.known_failures import shipped
+
+
+class Fork(PyTorchAdapter):
+    """PyTorch with one bug more: an EnumerableShardingSpec keeps its shards in reverse."""
+
+    known_failures = (shipped("torch"), Path(__file__).parent / "fork-xfails")
+
+    def st_enumerable_spec(self, shards):
+        return super().st_enumerable_spec(list(reversed(shards)))
+
+
+ADAPTER = Fork()
+'''
+
+FORK_ENTRY = """\
+# ST-SPEC-12: the fork keeps an EnumerableShardingSpec's shards in reverse
+conformance/suite/test_st_sharding_spec.py::test_enumerable_spec_builds_exactly_the_tilings_in_the_given_order
+    ST-SPEC-12: wrong value
+"""
+
+
+@pytest.mark.parametrize("lists_its_own", [True, False], ids=["with its file", "without it"])
+def test_a_fork_gates_on_upstreams_known_failures_and_its_own(tmp_path, lists_its_own):
+    """A fork of PyTorch that fails one rule more than upstream lists it in a file of its own,
+    layered on shardspec's for the release: its gate is green, and red without that file."""
+    import torch
+
+    (tmp_path / "fork_adapter.py").write_text(FORK_ADAPTER)
+    (tmp_path / "fork-xfails").mkdir()
+    release = ".".join(map(str, release_key(torch.__version__)))
+    own = tmp_path / "fork-xfails" / f"{release}.txt"
+    if lists_its_own:
+        own.write_text(FORK_ENTRY)
+    done = subprocess.run(
+        [sys.executable, "-m", "conformance", "run", "--impl", "fork_adapter:ADAPTER",
+         "--world-sizes", "1", str(paths.CHECKOUT / "conformance/suite/test_st_sharding_spec.py"),
+         "--", "-k", "enumerable_spec_builds", "-p", "no:cacheprovider"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == (0 if lists_its_own else 1), out[-3000:]
+    shipped_file = f"conformance/xfails/torch/{release}.txt"
+    header = next(line for line in out.splitlines() if "known failures:" in line)
+    assert shipped_file in header
+    assert (str(own) in header) is lists_its_own
+    if not lists_its_own:
+        assert "ST-SPEC-12" in out
+
+
+def test_the_files_given_are_layered_on_the_shipped_ones_unless_told_not_to():
+    torch_adapter = type("Adapter", (), {"release": "2.13.0+cpu"})()
+    given = ["mine.txt", "more.txt"]
+    chosen = [c.path for c in known_failures.layers("torch", torch_adapter, given)]
+    assert chosen == [known_failures.FOLDER / "torch" / "2.13.0.txt", Path("mine.txt"),
+                      Path("more.txt")]  # fmt: skip
+    chosen = [c.path for c in known_failures.layers("torch", torch_adapter, given, False)]
+    assert chosen == [Path("mine.txt"), Path("more.txt")]
+
+
+def test_an_adapters_own_folders_stand_for_the_shipped_ones(shipped):
+    fork = type("Adapter", (), {"release": "2.13.0", "known_failures": (shipped / "impl",)})()
+    (choice,) = known_failures.layers("fork:ADAPTER", fork, [])
+    assert choice.path == shipped / "impl" / "2.13.0.txt"
