@@ -61,6 +61,13 @@ def main(argv: list[str] | None = None) -> int:
         help="judge without the shipped known failures: only those given with --xfails",
     )
     run.add_argument("--case-timeout", type=positive_seconds, default=30.0)
+    run.add_argument(
+        "--grace",
+        type=options.argparse_type(lambda raw: options.seconds(raw, allow_zero=True)),
+        default=5.0,
+        help="seconds ranks asleep, with none of their peers running, may sleep before the case "
+        "is a hang (default 5)",
+    )
     run.add_argument("--report-dir", help="write the per-rule results as rules.md and rules.json")
     run.add_argument("-n", "--workers", default=None, help="pytest-xdist workers (local worlds)")
     run.add_argument(
@@ -172,6 +179,7 @@ def _pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     sizes = ",".join(map(str, args.world_sizes))  # parsed by options.world_sizes
     argv += ["--impl", args.impl, "--backend", args.backend, "--world-sizes", sizes]
     argv += ["--hypothesis-profile", args.profile, "--case-timeout", str(args.case_timeout)]
+    argv += ["--grace", str(args.grace)]
     for given in args.xfails:
         argv += ["--xfails", given]
     if args.no_shipped_xfails:

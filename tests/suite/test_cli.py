@@ -269,6 +269,7 @@ EVIL_CASE = '{"task": "conformance.tasks.dtensor:distribute", "args": {"impl": "
         ["run", "--impl", "os:path"],
         ["run", "--impl", "os.path:join"],
         ["run", "--report-dir", "/proc/version"],
+        ["run", "--grace", "-1"],
         ["run", "--", "--grace", "-1"],
         ["run", "--", "--ops", "add,no.such.op"],
         ["rules", "/nonexistent"],
