@@ -47,7 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("paths", nargs="*", help=f"test files or folders (default: {SUITE})")
     run.add_argument("--impl", default="reference", help="adapter name or module:attr")
     run.add_argument("--backend", default="gloo", help="gloo, nccl or cpu:gloo,cuda:nccl")
-    run.add_argument("--world-sizes", default="1,2,3,4", type=sizes, help="comma-separated, 1..8")
+    run.add_argument(
+        "--world-sizes",
+        default="1,2,3,4",
+        type=options.argparse_type(options.world_sizes_or_auto),
+        help="comma-separated, 1..8; or auto, a validated set the backend can run here",
+    )
     run.add_argument("--profile", default="quick", choices=["quick", "ci", "thorough"])
     run.add_argument(
         "--xfails",
@@ -176,8 +181,9 @@ next: python -m conformance run --impl torch    # your PyTorch, judged by the sa
 def _pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     argv = [*(args.paths or [str(SUITE)]), "-p", "conformance.plugin"]
     argv += paths.pytest_isolation(extra)  # test ids and configuration as in a checkout
-    sizes = ",".join(map(str, args.world_sizes))  # parsed by options.world_sizes
-    argv += ["--impl", args.impl, "--backend", args.backend, "--world-sizes", sizes]
+    chosen = args.world_sizes  # parsed by options.world_sizes_or_auto
+    chosen = chosen if chosen == options.AUTO else ",".join(map(str, chosen))
+    argv += ["--impl", args.impl, "--backend", args.backend, "--world-sizes", chosen]
     argv += ["--hypothesis-profile", args.profile, "--case-timeout", str(args.case_timeout)]
     argv += ["--grace", str(args.grace)]
     for given in args.xfails:

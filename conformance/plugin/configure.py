@@ -38,7 +38,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--world-sizes",
         default="1,2,3,4",
-        help="comma-separated world sizes to run (default 1,2,3,4; up to 8)",
+        help="comma-separated world sizes to run (default 1,2,3,4; up to 8), or auto: the "
+        "largest set whose ci draws were run against the known failures that the backend can "
+        "run here (1,2,3,4, else 2, else 1)",
     )
     group.addoption(
         "--xfails",
@@ -108,11 +110,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def world_sizes(config: pytest.Config) -> list[int]:
-    """The world sizes this run covers, validated; under a launcher, the launcher's."""
+    """The world sizes this run covers, validated; under a launcher, the launcher's; for
+    ``auto``, the first validated set the backend can run here (``options.VALIDATED``)."""
     if attach.CURRENT is not None:
         return [attach.CURRENT.world_size]
+    raw = config.getoption("--world-sizes")
     try:
-        return options.world_sizes(config.getoption("--world-sizes"))
+        if raw.strip() == options.AUTO:
+            backend = backend_named(config.getoption("--backend"))
+            return options.validated_sizes(lambda n: backend.unavailable_reason(n) is None)
+        return options.world_sizes(raw)
     except ValueError as exc:
         raise pytest.UsageError(f"--world-sizes: {exc}") from None
 

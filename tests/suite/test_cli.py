@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from conformance import options
+
 TESTS = Path(__file__).parent
 
 
@@ -363,3 +365,22 @@ def test_ops_named_on_the_command_line_are_the_ones_judged(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:]
     assert "2 passed" in done.stdout
     assert "nn.functional.batch_norm  pass" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("gpus", "chosen"), [(1, [1]), (2, [2]), (3, [2]), (4, [1, 2, 3, 4]), (8, [1, 2, 3, 4])]
+)
+def test_auto_world_sizes_are_the_largest_validated_set_the_devices_allow(gpus, chosen):
+    """A gate on a runner of any size meets only the ci draws the known failures were made from
+    (1 to 4 together, 2 alone, 1 alone), never a set nobody has run."""
+    assert options.validated_sizes(lambda n: n <= gpus) == chosen
+    assert tuple(chosen) in options.VALIDATED
+
+
+def test_auto_world_sizes_on_gloo_are_1_to_4(tmp_path):
+    done = conformance(
+        "-m", "conformance", "run", "--world-sizes", "auto", "--", "-k", "needs_an_int",
+        "-p", "no:cacheprovider", cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(r"^shardspec world sizes: +1,2,3,4$", done.stdout, re.MULTILINE)
