@@ -157,11 +157,13 @@ def render(runs: list[Run], command: str) -> str:
         lines += _table(
             OPS_HEADING,
             "Each cell is the op's worst verdict over the world sizes of that release's run\n"
-            "([dt-ops](../spec/dt-ops.md)), and the records its known failures name (an\n"
-            "entry's comment names the records of its group of ops); an op the release's\n"
-            "OpInfo lacks has none. A known failure listed\n"
-            "for every op of a test (below) is another behaviour than the op's: an op whose\n"
-            "other examples conform passes, one none of whose examples got past it is blocked.",
+            "([dt-ops](../spec/dt-ops.md)), and the records of the known failures it met: of\n"
+            "those an entry's group names, the ones that break a rule the op's entry met on\n"
+            "that release, and of those the ones whose subject is the op where any is\n"
+            "(`conformance/attribution.py`); an op the release's OpInfo lacks has none. A\n"
+            "known failure listed for every op of a test (below) is another behaviour than\n"
+            "the op's: an op whose other examples conform passes, one none of whose examples\n"
+            "got past it is blocked.",
             "op",
             ops,
             releases,
