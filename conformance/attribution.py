@@ -39,13 +39,14 @@ def findings_of(
     named: Iterable[str], rules_met: Iterable[str], op: str, release: str | None
 ) -> list[str]:
     """The records among ``named`` (an entry's) that stand for ``op``'s failure of ``rules_met``
-    on ``release``; an id that is no record stays, for the agreement tests to report."""
+    on ``release`` (``op`` empty: a test of no op, whose records are those of the rules); an id
+    that is no record stays, for the agreement tests to report."""
     records = _records()
     met = set(rules_met)
     ids = list(dict.fromkeys(named))
     known = [records[i] for i in ids if i in records]
     breaking = [r for r in known if met & set(_broken(r, release))] or known
-    naming = [r for r in breaking if call_name(op) in {call_name(s) for s in r.subject}]
+    naming = [r for r in breaking if op and call_name(op) in {call_name(s) for s in r.subject}]
     chosen = {r.id for r in naming or breaking}
     return [i for i in ids if i in chosen or i not in records]
 

@@ -33,6 +33,7 @@ class Run:
     ops: Table = field(default_factory=dict)  # by op
     hash_seeds: frozenset[str] = frozenset()  # each part's (conformance.hash_seed)
     op_findings: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # op -> own/other
+    rule_findings: dict[str, list[str]] = field(default_factory=dict)  # rule -> record ids
 
     @property
     def cells(self) -> dict[str, str]:
@@ -51,6 +52,16 @@ class Run:
         for op, verdict in self.op_cells.items():
             own = self.op_findings.get(op, {}).get("own", [])
             texts[op] = verdict + (": " + ", ".join(f"`{i}`" for i in own) if own else "")
+        return texts
+
+    @property
+    def rule_texts(self) -> dict[str, str]:
+        """Each rule's cell: its worst verdict, and, where that is a known failure, the records
+        the known failures it met name (runs before rules.json held them show the verdict)."""
+        texts = {}
+        for rule, verdict in self.cells.items():
+            found = self.rule_findings.get(rule, []) if verdict == "xfail" else []
+            texts[rule] = verdict + (": " + ", ".join(f"`{i}`" for i in found) if found else "")
         return texts
 
     def other_findings(self) -> dict[str, int]:
@@ -80,6 +91,7 @@ def load_runs(folder: Path) -> list[Run]:
             ops=data.get("ops", {}),
             hash_seeds=frozenset([header.get("hash seed", "not recorded").split(" (")[0]]),
             op_findings=data.get("op_findings", {}),
+            rule_findings=data.get("rule_findings", {}),
         )
         key = (run.implementation, run.release)
         if key in merged:
@@ -89,9 +101,12 @@ def load_runs(folder: Path) -> list[Run]:
                                 *run.op_findings.get(op, {}).get(w, [])}) for w in ("own", "other")}
                 for op in {*first.op_findings, *run.op_findings}
             }  # fmt: skip
+            by_rule = {rule: sorted({*first.rule_findings.get(rule, []),
+                                     *run.rule_findings.get(rule, [])})
+                       for rule in {*first.rule_findings, *run.rule_findings}}  # fmt: skip
             run = Run(run.implementation, run.release, first.header,
                       _merged(first.columns, run.columns), _merged(first.ops, run.ops),
-                      first.hash_seeds | run.hash_seeds, found)  # fmt: skip
+                      first.hash_seeds | run.hash_seeds, found, by_rule)  # fmt: skip
         merged[key] = run
     return sorted(merged.values(), key=lambda r: (release_key(r.release), r.implementation))
 
@@ -146,11 +161,14 @@ def render(runs: list[Run], command: str) -> str:
     rules = sorted({r for run in torch_runs for r in run.cells}, key=lambda r: order.get(r, 1e9))
     lines += _table(
         "## Rules across releases",
-        "Each cell is the rule's worst verdict over the world sizes of that release's run.",
+        "Each cell is the rule's worst verdict over the world sizes of that release's run and,\n"
+        "where that is a known failure, the records of the known failures it met (of those\n"
+        "an entry names, the ones that break the rule on that release: a new failure beside\n"
+        "a known one shows as fail).",
         "rule",
         rules,
         releases,
-        [run.cells for run in torch_runs],
+        [run.rule_texts for run in torch_runs],
     )
     ops = sorted({op for run in torch_runs for op in run.op_cells})
     if ops:
@@ -213,7 +231,9 @@ def rule_verdicts(page: str) -> dict[str, dict[str, str]]:
         return {}
     releases = rows[0][1:]
     return {
-        release: {row[0]: row[1 + i] for row in rows[1:] if len(row) == len(releases) + 1}
+        release: {
+            row[0]: row[1 + i].split(":")[0] for row in rows[1:] if len(row) == len(releases) + 1
+        }
         for i, release in enumerate(releases)
     }
 

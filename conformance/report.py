@@ -108,11 +108,13 @@ def render_json(
     exit_code: int | None = None,
     ops: RuleTable | None = None,
     op_findings: dict[str, dict[str, set[str]]] | None = None,
+    rule_findings: dict[str, set[str]] | None = None,
 ) -> str:
-    """``{"run": header, "rules": {rule: {column: verdict}}, "summary": counts, "exit_code":
-    the run's, "ops": {op: {column: verdict}}, "op_findings": {op: {"own": [record id],
-    "other": [...]}}}``: the exit code too, since a launcher (torchrun) replaces it with its
-    own; ``ops`` where the run judged operators, with the records their known failures name,
+    """``{"run": header, "rules": {rule: {column: verdict}}, "rule_findings": {rule: [record
+    id]}, "summary": counts, "exit_code": the run's, "ops": {op: {column: verdict}},
+    "op_findings": {op: {"own": [record id], "other": [...]}}}``: the records the known
+    failures each rule met name; the exit code too, since a launcher (torchrun) replaces it with
+    its own; ``ops`` where the run judged operators, with the records their known failures name,
     the op's own and those of entries naming every op."""
 
     def cells(t: RuleTable, row_order: list[str]) -> dict[str, dict[str, str]]:
@@ -121,6 +123,7 @@ def render_json(
     data = {
         "run": run or {},
         "rules": cells(table, order),
+        "rule_findings": {rule: sorted(ids) for rule, ids in sorted((rule_findings or {}).items())},
         "summary": table.counts(),
         "exit_code": exit_code,
     }

@@ -64,8 +64,32 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     if judge.KNOWN.seen:
         item.user_properties.append(("known", ",".join(sorted(judge.KNOWN.seen))))
         item.user_properties.append(("known_as", judge.KNOWN.shown_text()))
+    item.user_properties.append(("rule_findings", _findings_by_rule(item)))
     if item.get_closest_marker("per_op"):
         item.user_properties += _whose_known_failures(item)
+
+
+def _findings_by_rule(item: pytest.Item) -> str:
+    """For each rule this test met as a known failure, the records its entries name for that
+    rule (``conformance.attribution``, with the test's op where it has one), for the rule's
+    cell: ``RULE=id|id;RULE=id``."""
+    entries = item.stash.get(_ENTRIES, [])
+    whole = item.stash.get(EXPECTED_TO_FAIL, None)
+    met = set(judge.KNOWN.seen) | set(whole.rules if whole else ())
+    callspec = getattr(item, "callspec", None)
+    op = (callspec.params.get("op") if callspec else None) or ""
+    release = item.config.stash[RUN_INFO]["impl_release"]
+    parts = []
+    for rule in sorted(met):
+        ids = {
+            i
+            for _, entry in entries
+            if rule in entry.rules
+            for i in attribution.findings_of(entry.findings, [rule], op, release)
+        }
+        if ids:
+            parts.append(f"{rule}={'|'.join(sorted(ids))}")
+    return ";".join(parts)
 
 
 def _whose_known_failures(item: pytest.Item) -> list[tuple[str, str]]:

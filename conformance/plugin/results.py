@@ -68,6 +68,7 @@ class _RuleResults:
         self.table = rule_report.RuleTable(backend=config.getoption("--backend"))
         self.ops = rule_report.RuleTable(backend=config.getoption("--backend"))
         self.op_findings: dict[str, dict[str, set[str]]] = {}  # op -> own/other -> record ids
+        self.rule_findings: dict[str, set[str]] = {}  # rule -> record ids of known failures met
         self.known = {rule.id for rule in rules.load()}
         self.known_seen: dict[str, set[str]] = {}
         self.known_as: dict[str, dict[str, set[str]]] = {}  # test -> rule -> behaviours met
@@ -143,6 +144,9 @@ class _RuleResults:
         for part in filter(None, properties.get("known_as", "").split(";")):
             rule, _, behaviours = part.partition("=")
             shown.setdefault(rule, set()).update(behaviours.split("|"))
+        for part in filter(None, properties.get("rule_findings", "").split(";")):
+            rule, _, ids = part.partition("=")
+            self.rule_findings.setdefault(rule, set()).update(ids.split("|"))
         if "op" in properties:
             for whose in ("own", "other"):
                 met = self.op_findings.setdefault(properties["op"], {}).setdefault(whose, set())
@@ -195,6 +199,7 @@ class _RuleResults:
                     exit_code=exit_code,
                     ops=self.ops,
                     op_findings=self.op_findings,
+                    rule_findings=self.rule_findings,
                 )
             )
         summary = os.environ.get("GITHUB_STEP_SUMMARY")

@@ -58,3 +58,8 @@ def test_an_id_that_is_no_record_stays_for_the_agreement_tests_to_report():
         "no-such-record",
         VIEWS[0],
     ]
+
+
+def test_a_test_of_no_op_meets_every_record_that_breaks_its_rule():
+    assert findings_of(FILLS, ["DT-OP-11"], "", "2.13.0") == FILLS
+    assert findings_of(IN_PLACE, ["DT-OP-7"], "", "2.12.1") == IN_PLACE[:1]

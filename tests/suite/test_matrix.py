@@ -20,6 +20,7 @@ def write_report(
     ops=None,
     seed=None,
     op_findings=None,
+    rule_findings=None,
 ) -> None:
     folder.mkdir(parents=True)
     header = {"implementation": implementation, "torch": torch, "known failures": "k"}
@@ -27,6 +28,8 @@ def write_report(
         header["hash seed"] = seed
     data = {"run": header, "rules": cells, "summary": {"pass": 1}, "ops": ops or {}}
     data["op_findings"] = op_findings or {}
+    if rule_findings is not None:
+        data["rule_findings"] = rule_findings
     (folder / "rules.json").write_text(json.dumps(data))
 
 
@@ -91,6 +94,23 @@ def test_an_ops_cell_names_its_own_findings_and_the_page_those_of_every_op(tmp_p
     page = matrix.render([run], "python -m conformance matrix DIR")
     assert "| add | pass |\n| mm | xfail: `mm-shape`, `mm-value` |\n| sum | pass |" in page
     assert "- 2.13.0: `mesh-order` (2)" in page
+
+
+def test_a_rules_known_failure_names_its_records_and_a_new_failure_shows_over_it(tmp_path):
+    """A rule's cell names the records of the known failures it met, merged across the parts of
+    a run; a new failure of the same rule shows as fail, with no records; the page's verdicts
+    read back without them."""
+    cpu = "2.14.1+cu130 (CUDA 13.0)"
+    cells = {"DT-OP-4": {"gloo ws1": "xfail"}, "DT-OP-7": {"gloo ws2": "xfail"}}
+    write_report(tmp_path / "a", "torch", cpu, cells, rule_findings={"DT-OP-4": ["item-value"]})
+    cells = {"DT-OP-4": {"gloo ws2": "xfail"}, "DT-OP-7": {"gloo ws1": "fail"}}
+    found = {"DT-OP-4": ["quantile-shape"], "DT-OP-7": ["view-refused"]}
+    write_report(tmp_path / "b", "torch", cpu, cells, rule_findings=found)
+    (run,) = matrix.load_runs(tmp_path)
+    page = matrix.render([run], "python -m conformance matrix DIR")
+    assert "| DT-OP-4 | xfail: `item-value`, `quantile-shape` |" in page
+    assert "| DT-OP-7 | fail |" in page
+    assert matrix.rule_verdicts(page) == {"2.14.1": {"DT-OP-4": "xfail", "DT-OP-7": "fail"}}
 
 
 def test_a_report_without_a_header_is_refused(tmp_path):

@@ -668,3 +668,4 @@ def test_an_entry_for_every_op_of_a_test_leaves_each_ops_cell_its_own_verdict(py
         "mm": {"other": ["mesh-order"], "own": ["mm-value"]},
         "softmax": {"other": ["mesh-order"]},
     }
+    assert report["rule_findings"] == {"DT-MESH-8": ["mesh-order"], "DT-OP-1": ["mm-value"]}
