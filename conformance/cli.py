@@ -34,6 +34,7 @@ class _Parser(argparse.ArgumentParser):
 sizes = options.argparse_type(options.world_sizes)
 one_size = options.argparse_type(options.world_size)
 positive_seconds = options.argparse_type(options.seconds)
+seconds_or_zero = options.argparse_type(options.seconds_or_zero)
 count = options.argparse_type(options.count)
 
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--case-timeout", type=positive_seconds, default=30.0)
     run.add_argument(
         "--grace",
-        type=options.argparse_type(lambda raw: options.seconds(raw, allow_zero=True)),
+        type=seconds_or_zero,
         default=5.0,
         help="seconds ranks asleep, with none of their peers running, may sleep before the case "
         "is a hang (default 5)",

@@ -48,21 +48,19 @@ class Run:
     @property
     def op_texts(self) -> dict[str, str]:
         """Each op's cell: its worst verdict, and the records its own known failures name."""
-        texts = {}
-        for op, verdict in self.op_cells.items():
-            own = self.op_findings.get(op, {}).get("own", [])
-            texts[op] = verdict + (": " + ", ".join(f"`{i}`" for i in own) if own else "")
-        return texts
+        return {
+            op: _cell(verdict, self.op_findings.get(op, {}).get("own", []))
+            for op, verdict in self.op_cells.items()
+        }
 
     @property
     def rule_texts(self) -> dict[str, str]:
         """Each rule's cell: its worst verdict, and, where that is a known failure, the records
         the known failures it met name (runs before rules.json held them show the verdict)."""
-        texts = {}
-        for rule, verdict in self.cells.items():
-            found = self.rule_findings.get(rule, []) if verdict == "xfail" else []
-            texts[rule] = verdict + (": " + ", ".join(f"`{i}`" for i in found) if found else "")
-        return texts
+        return {
+            rule: _cell(verdict, self.rule_findings.get(rule, []) if verdict == "xfail" else [])
+            for rule, verdict in self.cells.items()
+        }
 
     def other_findings(self) -> dict[str, int]:
         """The records of entries naming every op that the ops met, each with how many ops."""
@@ -72,6 +70,11 @@ class Run:
     def summary(self) -> dict[str, int]:
         """How many rules got each verdict."""
         return dict(Counter(self.cells.values()))
+
+
+def _cell(verdict: str, records: list[str]) -> str:
+    """``xfail: `id`, `id```: a verdict and the records that stand for it."""
+    return verdict + (": " + ", ".join(f"`{i}`" for i in records) if records else "")
 
 
 def load_runs(folder: Path) -> list[Run]:

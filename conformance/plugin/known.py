@@ -69,13 +69,18 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         item.user_properties += _whose_known_failures(item)
 
 
+def _rules_met(item: pytest.Item) -> set[str]:
+    """The rules whose known failures this test met: those the judge counted, and a strict
+    xfail's entry's."""
+    whole = item.stash.get(EXPECTED_TO_FAIL, None)
+    return set(judge.KNOWN.seen) | set(whole.rules if whole else ())
+
+
 def _findings_by_rule(item: pytest.Item) -> str:
     """For each rule this test met as a known failure, the records its entries name for that
     rule (``conformance.attribution``, with the test's op where it has one), for the rule's
     cell: ``RULE=id|id;RULE=id``."""
-    entries = item.stash.get(_ENTRIES, [])
-    whole = item.stash.get(EXPECTED_TO_FAIL, None)
-    met = set(judge.KNOWN.seen) | set(whole.rules if whole else ())
+    entries, met = item.stash.get(_ENTRIES, []), _rules_met(item)
     callspec = getattr(item, "callspec", None)
     op = (callspec.params.get("op") if callspec else None) or ""
     release = item.config.stash[RUN_INFO]["impl_release"]
@@ -98,9 +103,8 @@ def _whose_known_failures(item: pytest.Item) -> list[tuple[str, str]]:
     ``findings_other``, the records named by the entries scoped to it (those that stand for
     this op, ``conformance.attribution``) and by those naming the whole test (every op). A
     strict xfail met its entry's rules (``whole``: own or other)."""
-    entries = item.stash.get(_ENTRIES, [])
+    entries, met = item.stash.get(_ENTRIES, []), _rules_met(item)
     whole = item.stash.get(EXPECTED_TO_FAIL, None)
-    met = set(judge.KNOWN.seen) | set(whole.rules if whole else ())
     own_rules = {r for scoped, e in entries if scoped for r in e.rules}
     op = item.callspec.params["op"]
     release = item.config.stash[RUN_INFO]["impl_release"]
