@@ -41,6 +41,22 @@ count = options.argparse_type(options.count)
 def main(argv: list[str] | None = None) -> int:
     if argv is None:
         hash_seed.pin()
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split])
+    extra = argv[split + 1 :]
+    if extra and args.command != "run":
+        parser.error(f"only 'run' passes arguments after -- on to pytest: {' '.join(extra)}")
+    try:
+        return args.handler(args, extra)
+    except options.UsageError as exc:
+        print(f"python -m conformance {args.command}: error: {exc}", file=sys.stderr)
+        return options.EXIT_USAGE
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every command and option; the docs tests parse each command the pages show with it."""
     parser = _Parser(prog="python -m conformance", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -158,18 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("--out", help="write the page there (default: print it)")
     for command in (check, show, render, changes, report):
         command.set_defaults(handler=_findings)
-
-    argv = sys.argv[1:] if argv is None else argv
-    split = argv.index("--") if "--" in argv else len(argv)
-    args = parser.parse_args(argv[:split])
-    extra = argv[split + 1 :]
-    if extra and args.command != "run":
-        parser.error(f"only 'run' passes arguments after -- on to pytest: {' '.join(extra)}")
-    try:
-        return args.handler(args, extra)
-    except options.UsageError as exc:
-        print(f"python -m conformance {args.command}: error: {exc}", file=sys.stderr)
-        return options.EXIT_USAGE
+    return parser
 
 
 NEXT_COMMANDS = """\
