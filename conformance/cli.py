@@ -18,6 +18,7 @@ from conformance import hash_seed, options, paths
 
 if TYPE_CHECKING:
     from conformance.world import Case
+    from conformance.world.backends import Backend
 
 SUITE = Path(__file__).parent / "suite"
 
@@ -63,7 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run the conformance suite (after --, pytest options)")
     run.add_argument("paths", nargs="*", help=f"test files or folders (default: {SUITE})")
     run.add_argument("--impl", default="reference", help="adapter name or module:attr")
-    run.add_argument("--backend", default="gloo", help="gloo, nccl or cpu:gloo,cuda:nccl")
+    run.add_argument(
+        "--backend",
+        default="gloo",
+        help="any backend torch.distributed knows (gloo, nccl, xccl, one the --impl module "
+        "registers) or a device:backend map such as cpu:gloo,cuda:nccl",
+    )
+    run.add_argument(
+        "--device",
+        help="the ranks' device type, one device per rank (cpu, cuda, xpu, hpu, ...; default: "
+        "the backend's own)",
+    )
     run.add_argument(
         "--world-sizes",
         default="1,2,3,4",
@@ -181,7 +192,7 @@ NEXT_COMMANDS = """\
 next: python -m conformance run --impl torch    # your PyTorch, judged by the same rules
       python -m conformance run --profile ci    # the merge gate: the same draws every run
       python -m conformance rules               # every rule and the tests that cite it
-      (the README: your own adapter, GPU runners, exit codes)"""
+      (adapters: conformance/adapters/README.md; GPUs: conformance/GATING.md; exit codes: README)"""
 
 
 def _pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
@@ -192,6 +203,8 @@ def _pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     argv += ["--impl", args.impl, "--backend", args.backend, "--world-sizes", chosen]
     argv += ["--hypothesis-profile", args.profile, "--case-timeout", str(args.case_timeout)]
     argv += ["--grace", str(args.grace)]
+    if args.device:
+        argv += ["--device", args.device]
     for given in args.xfails:
         argv += ["--xfails", given]
     if args.no_shipped_xfails:
@@ -220,7 +233,8 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         return code
 
     # Under a launcher every process is a rank; rank 0 also drives (see conformance.world.attach).
-    ctx = attach.serve_attached(args.backend)
+    backend = _backend(args)
+    ctx = attach.serve_attached(backend)
     if ctx.rank != 0:
         # A signal here (a cancelled job) tells rank 0, which reports the run incomplete.
         attach.post_interrupts(ctx, INTERRUPTED)
@@ -228,13 +242,24 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         return 0
     server = threading.Thread(target=attach.serve_cases, args=(ctx,), daemon=True)
     server.start()
-    attach.CURRENT = attach.AttachedWorld(args.backend, case_timeout_s=args.case_timeout)
+    attach.CURRENT = attach.AttachedWorld(backend, case_timeout_s=args.case_timeout)
     try:
         with _interruptible():
             return int(pytest.main([*argv, "-p", "no:xdist"]))
     finally:
         attach.CURRENT.close()
         server.join(timeout=10)
+
+
+def _backend(args: argparse.Namespace) -> Backend:
+    """The launched run's backend, resolved as the plugin resolves a local run's."""
+    from conformance import adapters
+    from conformance.world.backends import backend_named
+
+    try:
+        return backend_named(args.backend, args.device, adapters.user_modules(args.impl))
+    except ValueError as exc:
+        raise options.UsageError(str(exc)) from None
 
 
 INTERRUPTED = 2  # pytest's own code for a run stopped by Ctrl-C (README: exit codes)

@@ -118,17 +118,23 @@ def _all_gather(group: dist.ProcessGroup, data: torch.Tensor, width: int) -> tor
 
 
 def collective_device(group: dist.ProcessGroup) -> torch.device:
-    """Where ``group`` takes the verdict's tensors: a NCCL-only group takes this rank's GPU, any
-    other the CPU (a ``cpu:gloo,cuda:nccl`` group sends CPU tensors through Gloo). Every member
-    reads the same backend, so every member gathers on one."""
-    return local_device("cuda" if dist.get_backend(group) == "nccl" else "cpu")
+    """Where ``group`` takes the verdict's tensors: the CPU where its backend serves CPU tensors
+    (Gloo; a ``cpu:gloo,cuda:nccl`` group sends them through Gloo), else this rank's device of
+    the type the backend declares (its GPU for NCCL, its XPU for XCCL). Every member reads the
+    same backend, so every member gathers on one."""
+    name = dist.get_backend(group)
+    if ":" in name:
+        served = [pair.split(":", 1)[0] for pair in name.split(",")]
+    else:
+        served = dist.Backend.backend_capability.get(name, ["cpu"])
+    return local_device("cpu" if "cpu" in served else served[0])
 
 
 def local_device(device_type: str) -> torch.device:
-    """This rank's device of ``device_type``: its current GPU for ``cuda``."""
-    if device_type == "cuda":
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device(device_type)
+    """This rank's device of ``device_type``: its current one for an accelerator."""
+    if device_type == "cpu":
+        return torch.device("cpu")
+    return torch.device(device_type, torch.get_device_module(device_type).current_device())
 
 
 def reach_verdict(

@@ -36,6 +36,13 @@ def load(spec: str) -> Any:
     return obj
 
 
+def user_modules(spec: str) -> tuple[str, ...]:
+    """The module of a user's adapter (``"mypkg.adapter:ADAPTER"``), which every rank imports
+    before its group starts, so that it may register the backend the run names; none for
+    shardspec's own adapters."""
+    return (spec.partition(":")[0],) if ":" in spec else ()
+
+
 def _check_is_adapter(spec: str, obj: Any) -> None:
     """An adapter is an instance (``ADAPTER = MyAdapter()``) with a ``name`` and its
     ``capabilities`` (``contract.Adapter``). A class, a module or a function in its place would

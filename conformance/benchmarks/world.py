@@ -10,26 +10,26 @@ import torch
 import torch.distributed as dist
 
 from conformance.world import LocalWorld
-from conformance.world.backends import BACKENDS
+from conformance.world.backends import backend_named
 from conformance.world.rank import RankContext
 
 
 def add_world_options(parser: argparse.ArgumentParser) -> None:
     """The options that choose the world, alike in every bench."""
     parser.add_argument("--ranks", type=int, default=4)
-    parser.add_argument("--backend", default="gloo", choices=sorted(BACKENDS))
+    parser.add_argument("--backend", default="gloo", help="any backend torch.distributed knows")
+    parser.add_argument("--device", help="the ranks' device type (default: the backend's own)")
     parser.add_argument(
         "--start",
         choices=["fork", "spawn"],
-        help="how ranks start (default: the backend's own, fork for Gloo, spawn for CUDA)",
+        help="how ranks start (default: fork on the CPU, spawn on an accelerator)",
     )
 
 
 def bench_world(args: argparse.Namespace) -> LocalWorld:
     """A world of ``args.ranks`` ranks on ``args.backend``, with room for slow repeats."""
-    return LocalWorld(
-        args.ranks, args.backend, start_method=args.start, case_timeout_s=600, grace_s=5
-    )
+    backend = backend_named(args.backend, args.device)
+    return LocalWorld(args.ranks, backend, start_method=args.start, case_timeout_s=600, grace_s=5)
 
 
 def heading(world: LocalWorld, side: int, repeats: int) -> str:
@@ -56,6 +56,6 @@ def placement(ctx: RankContext, rank: int) -> str:
 def settle(ctx: RankContext) -> None:
     """Return once every rank has finished all it started: on a GPU, a collective returns when
     its kernel is queued, so the timer stops only after the device's queue has drained."""
-    if ctx.device.type == "cuda":
-        torch.cuda.synchronize(ctx.device)
+    if ctx.device.type != "cpu":
+        torch.get_device_module(ctx.device).synchronize(ctx.device)
     dist.barrier()

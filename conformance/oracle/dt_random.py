@@ -143,8 +143,11 @@ def single_device(
     """DT-RAND-7: the single-device call after ``torch.manual_seed(seed)`` on ``device``, and
     the ``torch.rand(8)`` that follows it; the driver's own generators are left as they were."""
     kind = getattr(torch, dtype)
-    devices = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
+    if device.type == "cpu":
+        forked = torch.random.fork_rng(devices=[])
+    else:  # the accelerator's generator is forked beside the CPU's
+        forked = torch.random.fork_rng(devices=[device], device_type=device.type)
+    with forked:
         torch.manual_seed(seed)
         if call in FACTORIES:
             drawn = getattr(torch, call)(shape, dtype=kind, device=device)

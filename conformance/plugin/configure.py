@@ -15,12 +15,13 @@ import torch
 from conformance import adapters, known_failures, options, paths, rank_devices, run_info
 from conformance.ops import catalogue
 from conformance.world import attach, harness
-from conformance.world.backends import backend_named
+from conformance.world.backends import Backend, backend_named
 
 XFAILS = pytest.StashKey[list[known_failures.XFail]]()
 RUN_INFO = pytest.StashKey[dict[str, Any]]()
 BORROWED = pytest.StashKey[list[Path]]()  # files of another release than the one judged
 OPS = pytest.StashKey[list[str]]()
+BACKEND = pytest.StashKey[Backend]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -33,7 +34,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--backend",
         default="gloo",
-        help="process-group backend: gloo, nccl or cpu:gloo,cuda:nccl (default gloo)",
+        help="process-group backend: any torch.distributed knows (gloo, nccl, xccl, one a "
+        "package or the --impl module registers) or a device:backend map such as "
+        "cpu:gloo,cuda:nccl (default gloo)",
+    )
+    group.addoption(
+        "--device",
+        default=None,
+        help="the device type of the ranks' tensors, one device per rank (cpu, cuda, xpu, hpu, "
+        "...; default: the backend's own, cpu for gloo, cuda for nccl)",
     )
     group.addoption(
         "--world-sizes",
@@ -105,7 +114,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--start-method",
         default=None,
         choices=["fork", "forkserver", "spawn"],
-        help="how local ranks start (default: fork for CPU worlds, spawn for CUDA)",
+        help="how local ranks start (default: fork for CPU worlds, spawn on an accelerator)",
     )
 
 
@@ -117,11 +126,30 @@ def world_sizes(config: pytest.Config) -> list[int]:
     raw = config.getoption("--world-sizes")
     try:
         if raw.strip() == options.AUTO:
-            backend = backend_named(config.getoption("--backend"))
+            backend = run_backend(config)
             return options.validated_sizes(lambda n: backend.unavailable_reason(n) is None)
         return options.world_sizes(raw)
     except ValueError as exc:
         raise pytest.UsageError(f"--world-sizes: {exc}") from None
+
+
+def run_backend(config: pytest.Config) -> Backend:
+    """The run's backend on its device (``--backend``, ``--device``), resolved once. A user's
+    adapter module (``--impl module:attr``) is imported on every rank before its group starts,
+    so the module may register the backend it names."""
+    if BACKEND not in config.stash:
+        impl = config.getoption("--impl")
+        try:
+            config.stash[BACKEND] = backend_named(
+                config.getoption("--backend"),
+                config.getoption("--device"),
+                adapters.user_modules(impl),
+            )
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        except ImportError as exc:
+            raise pytest.UsageError(f"--impl {impl!r} cannot be loaded: {exc}") from None
+    return config.stash[BACKEND]
 
 
 def load_impl(spec: str) -> Any:
@@ -173,7 +201,7 @@ def pytest_configure(config: pytest.Config) -> None:
         chosen_ops(config)
     _check_unclaimed_ops(impl)
     try:
-        rank_devices.use(backend_named(config.getoption("--backend")))
+        rank_devices.use(run_backend(config))
         shipped = not config.getoption("--no-shipped-xfails")
         files = known_failures.layers(impl_name, impl, config.getoption("--xfails"), shipped)
         config.stash[XFAILS] = [e for c in files if c.path for e in known_failures.parse(c.path)]
@@ -197,7 +225,7 @@ def _unavailable_sizes(config: pytest.Config) -> str | None:
     that need no world."""
     if attach.CURRENT is not None or config.getoption("--skip-unavailable"):
         return None
-    backend = backend_named(config.getoption("--backend"))
+    backend = run_backend(config)
     reasons = {n: backend.unavailable_reason(n) for n in world_sizes(config)}
     missing = [n for n, reason in reasons.items() if reason]
     if not missing:

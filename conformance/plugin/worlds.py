@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 
-from conformance.plugin.configure import load_impl, world_sizes
+from conformance.plugin.configure import load_impl, run_backend, world_sizes
 from conformance.tasks import pure as pure_tasks
 from conformance.world import attach
 from conformance.world.attach import AttachedWorld
-from conformance.world.backends import backend_named
 from conformance.world.pool import World, WorldPool, make_sandbox
 from conformance.world.protocol import Case, CaseResult
 
@@ -52,7 +51,7 @@ def world_pool(pytestconfig: pytest.Config) -> Iterator[WorldPool | _AttachedPoo
         pool.close()
         return
     pool = WorldPool(
-        pytestconfig.getoption("--backend"),
+        run_backend(pytestconfig),
         start_method=pytestconfig.getoption("--start-method"),
         case_timeout_s=pytestconfig.getoption("--case-timeout"),
         grace_s=pytestconfig.getoption("--grace"),
@@ -66,7 +65,7 @@ def available_world_sizes(pytestconfig: pytest.Config) -> list[int]:
     """The world sizes of this run that can start here (for tests that draw a size)."""
     if attach.CURRENT is not None:
         return [attach.CURRENT.world_size]
-    backend = backend_named(pytestconfig.getoption("--backend"))
+    backend = run_backend(pytestconfig)
     sizes = [n for n in world_sizes(pytestconfig) if backend.unavailable_reason(n) is None]
     if not sizes:
         pytest.skip(backend.unavailable_reason(world_sizes(pytestconfig)[0]) or "no world size")
@@ -76,7 +75,7 @@ def available_world_sizes(pytestconfig: pytest.Config) -> list[int]:
 @pytest.fixture
 def world(world_pool: WorldPool | _AttachedPool, world_size: int, pytestconfig) -> World:
     """A started world of ``world_size`` ranks, shared by every test that uses that size."""
-    reason = backend_named(pytestconfig.getoption("--backend")).unavailable_reason(world_size)
+    reason = run_backend(pytestconfig).unavailable_reason(world_size)
     if reason and attach.CURRENT is None:
         pytest.skip(reason)
     return world_pool.get(world_size)

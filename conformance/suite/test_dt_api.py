@@ -20,7 +20,6 @@ from conformance.oracle.placements import normalize, partial_op
 from conformance.oracle.tensors import MEMORY, laid_out, make_global
 from conformance.oracle.vocabulary import VALID
 from conformance.vocabulary import Mesh, parse_placements
-from conformance.world.backends import backend_named
 
 OPS = ["sum", "avg", "min", "max", "product"]
 
@@ -470,7 +469,7 @@ def test_factories_build_the_layout_dtype_and_fill_of_any_placements(
             ],
             [
                 dtype,
-                backend_named(result.backend).device_for(rank).type,
+                result.backend.device_for(rank).type,
                 True,
                 args["requires_grad"],
             ],

@@ -21,7 +21,6 @@ from conformance.oracle.vocabulary import VALID
 from conformance.tasks.grad import FORWARD
 from conformance.vocabulary import Mesh, Partial, format_placements, parse_placements
 from conformance.world import Raised
-from conformance.world.backends import backend_named
 from conformance.world.protocol import BUILT_FACT
 
 
@@ -212,7 +211,7 @@ def judge_chain(result: Any, args: dict[str, Any], blame: str | None = None) -> 
         return
     expected = dt_grad.gradient(args["shape"], args["dtype"], args["seed"],
                                 args["upstream_seed"], args["backwards"])  # fmt: skip
-    device = backend_named(result.backend).device_for
+    device = result.backend.device_for
     grads = [got["grad"] for got in values]
     value, layout = read_gradient(grads, args["shape"], args["dtype"], args["start"],
                                   args["placements"], args.get("leaf_grad"), mesh, device,

@@ -20,7 +20,6 @@ from conformance.suite.test_dt_ops import judge_op_case, op_case, op_cases
 from conformance.tasks.ops import BACKWARD, hung_in
 from conformance.vocabulary import Mesh, format_placements, parse_placements
 from conformance.world import Died, Hung, Raised, Returned, one_world
-from conformance.world.backends import backend_named
 
 __all__ = ["op_case"]  # the fixture, which this module's tests ask for by name
 
@@ -182,7 +181,7 @@ def judge_grad_case(result: Any, args: dict[str, Any], blame: str | None = None)
                 catalogue.gradient_magnitudes(args["op"], sample), zeros,
             )  # fmt: skip
     mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
-    device = backend_named(result.backend).device_for
+    device = result.backend.device_for
     tensors = sample.tensors()
     for i, start in enumerate(args["starts"]):
         if start is None:

@@ -23,7 +23,6 @@ from conformance.oracle.vocabulary import VALID
 from conformance.tasks.ops import OUTPUT_READ
 from conformance.vocabulary import Mesh, parse_placements
 from conformance.world import Case, Raised, one_world
-from conformance.world.backends import backend_named
 from conformance.world.harness import HarnessError
 from conformance.world.ledger import LEDGER
 
@@ -262,7 +261,7 @@ def judge_op_case(result, args: dict[str, Any], blame: str | None = None) -> Non
     sample, expected = _single_device(args)
     mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))
     coords = by_rank(mesh)
-    device = backend_named(result.backend).device_for
+    device = result.backend.device_for
     placements_seen = {tuple(tuple(o.get("describe", {}).get("placements", ())) for o in
                              v["outputs"]) for v in values}  # fmt: skip
     if len(placements_seen) > 1:

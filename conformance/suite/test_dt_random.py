@@ -32,7 +32,7 @@ from conformance.vocabulary import (
     parse_placements,
 )
 from conformance.world import Raised
-from conformance.world.backends import backend_named
+from conformance.world.backends import Backend
 
 # Each call's parameters, as its function takes them after the tensor: the defaults, and values
 # that move and scale the distribution; a certain outcome for the masks (p = 0, 1).
@@ -135,7 +135,7 @@ def judge_draw(result: Any, args: dict[str, Any], parity: bool = False) -> None:
 
 
 def judge_values(
-    values: list[Any], args: dict[str, Any], backend: str, context: str, parity: bool = False
+    values: list[Any], args: dict[str, Any], backend: Backend, context: str, parity: bool = False
 ) -> None:
     """Every rule of spec/dt-random.md on what each rank reported of one random call that
     returned on every rank (``draws.draw``'s report, or one step of ``draws.sequence``)."""
@@ -178,7 +178,7 @@ def _fail(broken: dict[str, list[str]], args: dict[str, Any], context: str) -> N
                    symptoms.WRONG_VALUE)  # fmt: skip
 
 
-def _layout(values: list[Any], args: dict[str, Any], backend: str, context: str, rule: str):
+def _layout(values: list[Any], args: dict[str, Any], backend: Backend, context: str, rule: str):
     """DT-RAND-1 (DT-API-16 for a factory): the result's metadata on every rank, its placements
     (a factory's those asked for, an in-place call's its input's), each local shape and device;
     the layout the result is read by."""
@@ -206,7 +206,7 @@ def _layout(values: list[Any], args: dict[str, Any], backend: str, context: str,
             judge.assert_equal(f"rank {rank}: the call returned its DTensor",
                                got["returned_self"], True, context, rule=rule)  # fmt: skip
     coords = by_rank(Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"])))
-    device = backend_named(backend).device_for
+    device = backend.device_for
     for rank, got in enumerate(values):
         want, _ = local_shape_and_offset(args["shape"], args["mesh_shape"], layout, coords[rank])
         judge.assert_equal(f"rank {rank}: local shape", list(got["local"].shape), list(want),
@@ -302,7 +302,7 @@ def _input_unchanged(values, coords, x, args, broken) -> None:
 def _parity(value, values, x, layout, args, backend, broken) -> None:
     """DT-RAND-7: the single-device call's value (within DT-REDIST-8 where ``P(sum)`` holds it)
     and the plain draw that follows."""
-    device = backend_named(backend).device_for(0)
+    device = backend.device_for(0)
     expected, after = dt_random.single_device(args["call"], args["params"], args["shape"],
                                               args["dtype"], args["seed"], x,
                                               torch.device(device.type))  # fmt: skip

@@ -18,7 +18,6 @@ from conformance.oracle.mesh import by_rank
 from conformance.oracle.placements import normalize, partial_op
 from conformance.oracle.tensors import make_global
 from conformance.vocabulary import Mesh, Partial, format_placements, parse_placements
-from conformance.world.backends import backend_named
 
 
 @st.composite
@@ -116,7 +115,7 @@ def test_every_shard_and_replicate_transition_keeps_the_value_exactly(
                                   rule=_blame(mesh, rank, "DT-REDIST-14", transition))  # fmt: skip
         judge.assert_equal(f"{where}: redistributed local (contiguous, device)",
                            [got["redistributed"].is_contiguous(), got["redistributed_device"]],
-                           [True, backend_named(result.backend).device_for(rank).type],
+                           [True, result.backend.device_for(rank).type],
                            context, rule="DT-REDIST-15")  # fmt: skip
         judge.assert_tensor_exact(f"{where}: full_tensor", got["full"], full[rank], context,
                                   rule=_blame(mesh, rank, "DT-API-13", "DT-REDIST-1"))  # fmt: skip
@@ -291,7 +290,7 @@ def test_partial_sources_reduce_and_partial_targets_partition(
                            context, rule="DT-REDIST-13")  # fmt: skip
         judge.assert_equal(f"{where}: local (contiguous, device)",
                            [got["local_contiguous"], got["local_device"]],
-                           [True, backend_named(result.backend).device_for(rank).type],
+                           [True, result.backend.device_for(rank).type],
                            context, rule="DT-REDIST-15")  # fmt: skip
         kept = got["source_local_unchanged"] and got["source_placements"] == source_placements
         judge.assert_equal(f"{where}: source unchanged", kept, True, context,

@@ -21,7 +21,7 @@ from datetime import timedelta
 import torch.distributed as dist
 
 from conformance.world import costs, harness, step, stop
-from conformance.world.backends import backend_named
+from conformance.world.backends import Backend
 from conformance.world.costs import COSTS
 from conformance.world.ledger import LEDGER
 from conformance.world.protocol import Case, CaseResult, Hung, Outcome
@@ -58,8 +58,10 @@ class WorldLost(RuntimeError):
 class AttachedWorld:
     """The driver's view of the launcher's world (rank 0's process only)."""
 
-    def __init__(self, backend: str, case_timeout_s: float = 30.0, grace_s: float = 5.0) -> None:
-        self.backend = backend_named(backend)
+    def __init__(
+        self, backend: Backend, case_timeout_s: float = 30.0, grace_s: float = 5.0
+    ) -> None:
+        self.backend = backend
         self.world_size = int(os.environ["WORLD_SIZE"])
         self.case_timeout_s = case_timeout_s
         self.grace_s = grace_s
@@ -80,7 +82,7 @@ class AttachedWorld:
         started = time.monotonic()
         outcomes = self._exchange(case, timeout_s or self.case_timeout_s)
         result = CaseResult(
-            case, outcomes, self.world_size, self.backend.name, time.monotonic() - started
+            case, outcomes, self.world_size, self.backend, time.monotonic() - started
         )
         COSTS.ran(result.elapsed_s)
         if result.faulted:
@@ -143,16 +145,15 @@ class AttachedWorld:
         self._store.set(f"case/{self._seq}", b"")
 
 
-def serve_attached(backend: str) -> RankContext:
+def serve_attached(backend: Backend) -> RankContext:
     """Join the launcher's group; return this rank's context (rank 0 serves it from a thread)."""
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    backend_obj = backend_named(backend)
-    reason = backend_obj.unavailable_reason(world_size)
+    reason = backend.unavailable_reason(world_size)
     if reason:  # an environment error, not a verdict (README: exit codes)
         print(f"shardspec: environment error: cannot attach: {reason}", file=sys.stderr)
         raise SystemExit(harness.EXIT_CODE)
-    init_group(backend_obj, rank, world_size, None, timeout_s=600.0)
-    return RankContext(rank, world_size, backend_obj)
+    init_group(backend, rank, world_size, None, timeout_s=600.0)
+    return RankContext(rank, world_size, backend)
 
 
 def post_interrupts(ctx: RankContext, exit_code: int) -> None:
@@ -175,10 +176,7 @@ def post_interrupts(ctx: RankContext, exit_code: int) -> None:
 def serve_cases(ctx: RankContext) -> None:
     """Answer cases posted in the store until the driver posts the empty stop message."""
     store = _store()
-    if ctx.backend.uses_cuda:
-        import torch
-
-        torch.cuda.set_device(ctx.device)
+    ctx.backend.set_rank_device(ctx.rank)
     seq = 0
     while True:
         seq += 1

@@ -103,7 +103,7 @@ class _PipeChannel:
 def _rank_main(
     rank: int,
     world_size: int,
-    backend_name: str,
+    backend: Backend,
     store_path: str,
     conn: Connection,
     inherited: list[Connection],
@@ -121,7 +121,6 @@ def _rank_main(
     isolate_from_driver_terminal()
     share_the_cores(world_size)
     os.environ["GLOO_SOCKET_IFNAME"] = _loopback_interface()
-    backend = backend_named(backend_name)
     try:
         if pg_timeout_s is not None:
             store = dist.FileStore(store_path, world_size)
@@ -239,7 +238,7 @@ class LocalWorld:
                 args=(
                     rank,
                     self.world_size,
-                    self.backend.name,
+                    self.backend,
                     str(self._dir / "store"),
                     child_end,
                     inherited,
@@ -342,7 +341,7 @@ class LocalWorld:
                 f"the driver could not read a rank's reply to {case.task}: {exc!r}"
             ) from exc
         result = CaseResult(
-            case, outcomes, self.world_size, self.backend.name, time.monotonic() - started
+            case, outcomes, self.world_size, self.backend, time.monotonic() - started
         )
         if self.process_group:
             COSTS.ran(result.elapsed_s)

@@ -11,6 +11,7 @@ import atexit
 from collections import OrderedDict
 from typing import Protocol
 
+from conformance.world.backends import Backend
 from conformance.world.protocol import Case, CaseResult
 
 
@@ -27,7 +28,7 @@ class World(Protocol):
 class WorldPool:
     def __init__(
         self,
-        backend: str = "gloo",
+        backend: str | Backend = "gloo",
         *,
         start_method: str | None = None,
         case_timeout_s: float = 30.0,

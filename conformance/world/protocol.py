@@ -13,7 +13,10 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from conformance.world.backends import Backend
 
 # The package of the suite's own tasks: the only code a replay runs unless told otherwise.
 SUITE_TASKS = "conformance.tasks"
@@ -55,13 +58,13 @@ class Case:
             raise ValueError(f"args must be an object; got {type(args).__name__}")
         return cls(task=data["task"], args=args)
 
-    def replay_command(self, world_size: int, backend: str, after: Sequence[Case] = ()) -> str:
+    def replay_command(self, world_size: int, backend: Backend, after: Sequence[Case] = ()) -> str:
         """A one-line shell command that runs this case again on a fresh world, after the cases
         ``after`` on that world, in order. A case is data: the implementation it ran
         (``args.impl``) is an option of the command, never part of the JSON, and a task outside
         the suite's own needs its module named to run."""
         cases = [*after, self]
-        options = f"--backend {backend} --world-size {world_size}"
+        options = f"{backend.options} --world-size {world_size}"
         if "impl" in self.args:
             options += f" --impl {shlex.quote(str(self.args['impl']))}"
         for module in dict.fromkeys(case.task.partition(":")[0] for case in cases):
@@ -162,7 +165,7 @@ class CaseResult:
     case: Case
     outcomes: tuple[Outcome, ...]
     world_size: int
-    backend: str
+    backend: Backend
     elapsed_s: float
 
     @property
@@ -186,7 +189,7 @@ class CaseResult:
     def report(self, headline: str) -> str:
         """A failure report a reader can act on: the case, each rank's outcome, the replay."""
         lines = [
-            f"{headline} [{self.case.task} on {self.world_size} rank(s), {self.backend}]",
+            f"{headline} [{self.case.task} on {self.world_size} rank(s), {self.backend.name}]",
             f"  case: {self.case.to_json()}",
         ]
         lines += [f"  {o.describe()}" for o in self.outcomes]

@@ -218,9 +218,11 @@ def die_with_parent() -> None:
 def init_group(
     backend: Backend, rank: int, world_size: int, store: dist.Store | None, timeout_s: float
 ) -> None:
-    """Join the default process group; ``store=None`` means the launcher's ``env://``."""
-    if backend.uses_cuda:
-        torch.cuda.set_device(backend.device_for(rank))
+    """Join the default process group; ``store=None`` means the launcher's ``env://``. The
+    backend's modules come first: one of them may register it."""
+    for module in backend.modules:
+        importlib.import_module(module)
+    backend.set_rank_device(rank)
     kwargs: dict[str, Any] = {"timeout": timedelta(seconds=timeout_s)}
     if store is None:
         kwargs["init_method"] = "env://"

@@ -9,6 +9,7 @@ from st_tasks import exact_values
 
 from conformance.benchmarks.sharded_tensor import lower_bound
 from conformance.world import Case
+from conformance.world.backends import backend_named
 from reference.sharded_tensor import ChunkShardingSpec, ShardMetadata, TensorProperties
 
 
@@ -45,7 +46,7 @@ def run_round_trip(world, ranks, **args):
         if rank not in members:
             assert value is None
             continue
-        where = f"rank {rank} [{result.case.replay_command(len(values), 'gloo')}]"
+        where = f"rank {rank} [{result.case.replay_command(len(values), backend_named('gloo'))}]"
         # ST-LIFE-7, ST-SPEC-1, 5: the spec's layout; the local shards are this rank's entries.
         assert value["metadata"] == first, where
         assert value["resharded_metadata"] == second, where

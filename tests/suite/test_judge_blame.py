@@ -9,6 +9,7 @@ import pytest
 from conformance import judge
 from conformance.oracle.vocabulary import VALID, Verdict, type_error, value_error
 from conformance.world import Case, CaseResult, Hung, Raised, Returned
+from conformance.world.backends import backend_named
 
 
 def raised(rank: int, *types: str) -> Raised:
@@ -16,7 +17,9 @@ def raised(rank: int, *types: str) -> Raised:
 
 
 def result(*outcomes) -> CaseResult:
-    return CaseResult(Case("planted:task", {}), tuple(outcomes), len(outcomes), "gloo", 0.0)
+    return CaseResult(
+        Case("planted:task", {}), tuple(outcomes), len(outcomes), backend_named("gloo"), 0.0
+    )
 
 
 def blamed(check, *args, **kwargs) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ import torch
 from expecttest import TestCase
 
 from conformance.world import Case, CaseFailed, CaseResult, Died, Hung, Raised, Returned
+from conformance.world.backends import backend_named
 from conformance.world.rank import encode
 
 
@@ -64,7 +65,9 @@ def test_an_outcome_carries_each_tensor_back_bit_for_bit(tensor):
 
 
 def test_values_returns_every_rank_in_rank_order():
-    result = CaseResult(Case("m:f"), (Returned(0, "a"), Returned(1, "b")), 2, "gloo", 0.1)
+    result = CaseResult(
+        Case("m:f"), (Returned(0, "a"), Returned(1, "b")), 2, backend_named("gloo"), 0.1
+    )
     assert result.ok
     assert not result.faulted
     assert result.values() == ["a", "b"]
@@ -81,7 +84,7 @@ class TestReport(TestCase):
                 Returned(3, [1.0]),
             ),
             4,
-            "gloo",
+            backend_named("gloo"),
             5.2,
         )
         with pytest.raises(CaseFailed) as info:

@@ -39,6 +39,7 @@ def test_the_steps_get_the_jobs_env_with_the_inputs_defaults():
         "MIN_RULES": "100",
         "KNOWN_FAILURES": "",  # none of the user's own: the shipped ones alone
         "BACKEND": "nccl",
+        "DEVICE": "",  # the backend's own device: cuda for nccl
         "WORLD_SIZES": "auto",  # a validated set (options.VALIDATED) the GPUs allow
     }
 
