@@ -26,11 +26,11 @@ def world_sizes(raw: str) -> list[int]:
     return sizes
 
 
-# The world-size sets whose ci draws have been run against the known failures (README: the files
-# answer for those draws): 1 to 4 together and 2 alone on every release, 1 alone on 2.13.0 (the
-# only set a 1-GPU runner can take), largest first. --world-sizes auto takes the first the backend
-# can run here, so that a gate meets no example nobody has judged; 4 and 8 alone are validated
-# too, for whoever asks.
+# The world-size sets whose ci draws have been run against the known failures
+# (conformance/KNOWN-FAILURES.md: the files answer for those draws): 1 to 4 together and 2 alone
+# on every release, 1 alone on 2.13.0 (the only set a 1-GPU runner can take), largest first.
+# --world-sizes auto takes the first the backend can run here, so that a gate meets no example
+# nobody has judged; 4 and 8 alone are validated too, for whoever asks.
 VALIDATED = ((1, 2, 3, 4), (2,), (1,))
 AUTO = "auto"
 

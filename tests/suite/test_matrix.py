@@ -120,8 +120,8 @@ def test_a_report_without_a_header_is_refused(tmp_path):
 
 
 def test_the_published_matrix_covers_every_release_with_a_known_failures_file():
-    """MATRIX.md is made from runs (README: tox -e torch2.11,...); a known-failures file added
-    since means it must be made again."""
+    """MATRIX.md is made from runs (conformance/KNOWN-FAILURES.md: tox -e torch2.11,...); a
+    known-failures file added since means it must be made again."""
     page = (MATRIX.parent / "MATRIX.md").read_text()
     header = next(line for line in page.splitlines() if line.startswith("| rule | "))
     for path in (MATRIX.parent / "xfails" / "torch").glob("*.txt"):
