@@ -152,6 +152,18 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--out", help="write the page there (default: print it)")
     matrix.set_defaults(handler=_matrix)
 
+    skeleton = commands.add_parser(
+        "skeleton",
+        help="print an adapter to fill in: every method the capabilities need, not implemented",
+    )
+    skeleton.add_argument(
+        "capabilities", nargs="+", metavar="capability", help="e.g. dtensor partial:sum"
+    )
+    skeleton.add_argument("--name", default="mine", help="the adapter's name (default mine)")
+    skeleton.add_argument("--class-name", default="MyAdapter", help="(default MyAdapter)")
+    skeleton.add_argument("--out", help="write the module there (default: print it)")
+    skeleton.set_defaults(handler=_skeleton)
+
     fixtures = commands.add_parser("fixtures", help="golden vectors: generate, check, verify")
     fixtures.add_argument("action", choices=["generate", "check", "verify", "save-regression"])
     fixtures.add_argument("case", nargs="?", help="save-regression: the case JSON of a replay")
@@ -441,6 +453,20 @@ def _findings(args: argparse.Namespace, extra: list[str]) -> int:
         return check.check(args.ids, record=args.record, timeout_s=args.timeout)
     except ValueError as exc:
         raise options.UsageError(str(exc)) from None
+
+
+def _skeleton(args: argparse.Namespace, extra: list[str]) -> int:
+    from conformance.adapters import skeleton
+
+    try:
+        text = skeleton.render(args.capabilities, args.name, args.class_name)
+    except ValueError as exc:
+        raise options.UsageError(str(exc)) from None
+    if args.out:
+        Path(args.out).write_text(text)
+    else:
+        print(text, end="")
+    return 0
 
 
 def _fixtures(args: argparse.Namespace, extra: list[str]) -> int:

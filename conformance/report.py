@@ -14,12 +14,19 @@ from dataclasses import dataclass, field
 
 # A row's verdict is the worst of its cells, in this order. "blocked": no test checked the rule to
 # the end there, each stopped on another rule's failure.
-SEVERITY = ["error", "fail", "xpass", "xfail", "blocked", "pass", "not claimed", "skip"]
+SEVERITY = [
+    "error", "fail", "not implemented", "xpass", "xfail", "blocked", "pass", "not claimed", "skip"
+]  # fmt: skip
 # A cell shows the worst verdict among the tests behind it, except that a test that checked the
 # rule to the end outranks one that was stopped before it ("blocked"): one op's test stopped by a
 # known failure of that op does not hide a rule that every other op's test judged.
-IN_A_CELL = ["error", "fail", "xpass", "xfail", "pass", "blocked", "not claimed", "skip"]
+IN_A_CELL = [
+    "error", "fail", "not implemented", "xpass", "xfail", "pass", "blocked", "not claimed", "skip"
+]  # fmt: skip
 NOT_CLAIMED = "not claimed"
+# A test that reached an adapter method not written yet (conformance.world.unimplemented): it
+# judged nothing, and fails the run.
+NOT_IMPLEMENTED = "not implemented"
 BLOCKED = "blocked"
 ERROR = "error"  # the harness or the environment failed: no verdict (conformance.world.harness)
 

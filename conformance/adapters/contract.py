@@ -23,7 +23,7 @@ Rules an adapter does not claim (see ``CAPABILITIES``) are reported as "not clai
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Container, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 
 from conformance.vocabulary import ShardBox
+from conformance.world.unimplemented import NotImplementedInAdapter  # noqa: F401 (a skeleton's)
 
 CAPABILITIES = {
     "sharded_tensor": "the ShardedTensor family (ST-* rules)",
@@ -50,6 +51,49 @@ CAPABILITIES = {
     "cuda": "CUDA tensors on NCCL worlds",
     "rule_ids_in_messages": "error messages name the rule they enforce (ERR-5, a SHOULD)",
 }
+
+# The methods each capability brings: the suite calls these, and no others, for the rules behind
+# it, on top of those of the capability's family (``FAMILY``). A capability that is not listed
+# brings none of its own (``partial:sum``, ``strided_shard``, ``sub_groups``: inputs the family's
+# methods take). Tests run the reference through an adapter that has only the table's methods
+# of what it claims (tests/suite/test_adapter_contract.py).
+METHODS: dict[str, tuple[str, ...]] = {
+    "sharded_tensor": (
+        "st_chunk_metadata", "st_validate", "st_shard", "st_local_shards", "st_describe",
+        "st_gather", "st_reshard", "st_remote_device", "st_shard_metadata",
+        "st_tensor_properties", "st_memory_format_encoding", "st_sharded_tensor_metadata",
+        "st_chunk_spec", "st_enumerable_spec", "st_local_shard", "st_create",
+        "st_shard_by_spec", "st_init_from_local_shards", "st_init_from_global_metadata",
+        "st_nest", "st_flatten",
+    ),
+    "sharded_tensor_ops": ("st_op", "st_group_ranks"),
+    "dtensor": (
+        "dt_mesh", "dt_local_shape_and_offset", "dt_distribute", "dt_from_local",
+        "dt_to_local", "dt_full_tensor", "dt_redistribute", "dt_describe", "dt_mesh_describe",
+        "dt_mesh_group", "dt_mesh_named", "dt_mesh_coordinate", "dt_placement",
+    ),
+    "mesh_flatten": ("dt_mesh_flatten",),
+    "interop": ("dt_to_sharded_metadata",),
+    "interop_checkpoint": ("dt_checkpoint_plan",),
+    "dtensor_factories": ("dt_factory",),
+    "dtensor_ops": ("dt_op",),
+    "dtensor_grad": ("dt_grad",),
+    "dtensor_random": ("dt_factory", "dt_op"),
+}  # fmt: skip
+# The family a capability extends: its tests need the family's methods too.
+FAMILY = {
+    capability: "sharded_tensor" if capability.startswith("sharded_tensor") else "dtensor"
+    for capability in CAPABILITIES
+    if capability not in ("cuda", "rule_ids_in_messages")
+} | {f"partial:{op}": "dtensor" for op in ("sum", "avg", "max", "min", "product")}
+
+
+def methods_for(capabilities: Iterable[str]) -> list[str]:
+    """Every method an adapter claiming ``capabilities`` needs, in the table's order."""
+    claimed = set(capabilities)
+    claimed |= {FAMILY[c] for c in claimed if c in FAMILY}
+    listed = [m for c, methods in METHODS.items() if c in claimed for m in methods]
+    return list(dict.fromkeys(listed))
 
 
 # -- the implementation's ShardedTensor objects, as the object rules see them --------------------
@@ -138,14 +182,6 @@ class ShardedTensorAdapter(Protocol):
         group: dist.ProcessGroup | None,
     ) -> Any:
         """Scatter ``tensor`` (meaningful on ``src_rank``) into a sharded tensor (ST-LIFE)."""
-
-    def st_from_local_shards(
-        self,
-        local: Sequence[tuple[torch.Tensor, ShardBox]],
-        global_shape: Sequence[int],
-        group: dist.ProcessGroup | None,
-    ) -> Any:
-        """Build a sharded tensor from each rank's own shards (ST-LIFE, ST-VALID)."""
 
     def st_local_shards(self, st: Any) -> list[tuple[torch.Tensor, ShardBox]]:
         """This rank's shards, each with its metadata."""

@@ -126,10 +126,6 @@ class PyTorchAdapter:
             tensor, self.st_chunk_spec(dim, list(placements)), src_rank, group
         )
 
-    def st_from_local_shards(self, local, global_shape, group) -> ShardedTensor:
-        shards = [TorchShard(tensor, _to_metadata(meta)) for tensor, meta in local]
-        return init_from_local_shards(shards, *global_shape, process_group=group)
-
     def st_local_shards(self, st: ShardedTensor) -> list[tuple[torch.Tensor, ShardBox]]:
         return [(s.tensor, _from_metadata(s.metadata)) for s in st.local_shards()]
 

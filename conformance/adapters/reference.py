@@ -83,10 +83,6 @@ class ReferenceAdapter:
             tensor, self.st_chunk_spec(dim, list(placements)), src_rank, group
         )
 
-    def st_from_local_shards(self, local, global_shape, group) -> st.ShardedTensor:
-        shards = [st.Shard(tensor, _to_metadata(meta)) for tensor, meta in local]
-        return st.init_from_local_shards(shards, *global_shape, process_group=group)
-
     def st_local_shards(self, t: st.ShardedTensor) -> list[tuple[torch.Tensor, ShardBox]]:
         return [(s.tensor, _from_metadata(s.metadata)) for s in t.local_shards()]
 

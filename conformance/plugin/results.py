@@ -100,7 +100,9 @@ class _RuleResults:
         option = self.config.option
         ran_tests = not (option.collectonly or getattr(option, "showfixtures", False))
         finished = ran_tests and not self.incomplete()
-        if judged < least and finished and session.exitstatus in (0, 1, 5):
+        # Not 1: a run that failed judged something, or its tests reached methods the adapter
+        # has not written ("not implemented"), which is the adapter's failure, not the harness's.
+        if judged < least and finished and session.exitstatus in (0, 5):
             self.not_judged.append(
                 f"too few rules judged: {judged}, where --min-rules asks for {least}"
             )
@@ -136,6 +138,8 @@ class _RuleResults:
             verdict = "xpass"  # a known failure that no longer fails: fixed, or never drawn
         if "no_verdict" in properties:
             verdict = rule_report.ERROR
+        elif "not_implemented" in properties:
+            verdict = rule_report.NOT_IMPLEMENTED
         violated = [r for r in properties.get("violated", "").split(",") if r in self.known]
         known = [r for r in properties.get("known", "").split(",") if r in self.known]
         key = properties.get("suite_id", report.nodeid)

@@ -15,6 +15,7 @@ from conformance.plugin.known import EXPECTED_TO_FAIL
 from conformance.world import attach
 from conformance.world.harness import HarnessError
 from conformance.world.ledger import LEDGER
+from conformance.world.unimplemented import AdapterIncomplete
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -29,12 +30,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     """Put the rules a failed check enforces (``judge.fail``) on the report, for the table. A
     property whose every example met a known failure has nothing left to judge: Hypothesis
     calls it unsatisfiable, and it is reported as an expected failure instead."""
+    incomplete = _adapter_incomplete(call)  # before pytest turns it into a plain skip
     outcome = yield
     report = outcome.get_result()
     if report.when != "call":
         return
     ran = LEDGER.sizes() or ([attach.CURRENT.world_size] if attach.CURRENT else [])
     report.user_properties.append(("sizes_ran", ",".join(map(str, ran))))
+    if incomplete is not None:
+        _not_implemented(report, incomplete)
+        return
     if call.excinfo is None:
         if report.passed and judge.KNOWN.every_example_known():
             _every_example_known(report)
@@ -60,6 +65,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     report.user_properties.append(("failed_at", ",".join(map(str, failed_at))))
     if isinstance(call.excinfo.value, Unsatisfiable) and judge.KNOWN.seen:
         _every_example_known(report)
+
+
+def _adapter_incomplete(call: pytest.CallInfo) -> AdapterIncomplete | None:
+    if call.excinfo is None:
+        return None
+    found = [leaf for leaf in _leaves(call.excinfo.value) if isinstance(leaf, AdapterIncomplete)]
+    return found[0] if found else None
+
+
+def _not_implemented(report: pytest.TestReport, incomplete: AdapterIncomplete) -> None:
+    """A test that reached a method the adapter has not written judged nothing: it fails the
+    run (the adapter claims a capability it does not implement yet), and its rules show *not
+    implemented*, never a pass, a conformance failure, or a known failure met."""
+    report.outcome = "failed"
+    if hasattr(report, "wasxfail"):
+        del report.wasxfail
+    report.longrepr = f"shardspec: {incomplete}"
+    report.user_properties.append(("not_implemented", ",".join(incomplete.methods)))
 
 
 def _every_example_known(report: pytest.TestReport) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import signal
 
+from conformance.world import unimplemented
 from conformance.world.protocol import CaseResult, Died, Raised
 
 EXIT_CODE = 3  # pytest's own codes: 0 passed, 1 failed, 2 interrupted, 4 usage error
@@ -41,13 +42,18 @@ def environment_fault(outcome: object) -> bool:
 
 
 def check(result: CaseResult) -> CaseResult:
-    """``result`` unchanged, or ``HarnessError`` if a rank failed for the environment's sake."""
+    """``result`` unchanged, or ``HarnessError`` if a rank failed for the environment's sake,
+    or ``AdapterIncomplete`` if a rank reached a method the adapter has not written: neither is
+    the implementation's verdict, so no check may read it as one."""
     faults = [o for o in result.outcomes if environment_fault(o)]
     if faults:
         why = "an environment error, not a verdict"
         if any(isinstance(o, Died) for o in faults):
             why += ": a rank was killed by SIGKILL, which no case sends (out of memory?)"
         raise HarnessError(result.report(why))
+    methods = result.unimplemented()
+    if methods:
+        raise unimplemented.AdapterIncomplete(methods, result.replay_command())
     return result
 
 

@@ -18,6 +18,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from conformance.world.backends import Backend
 
+# A rank's outcome when the case reached adapter methods not written yet: the exception's class
+# name, and its message before the methods' names (``rank.execute``).
+UNIMPLEMENTED = "NotImplementedInAdapter"
+UNIMPLEMENTED_SAYS = "not implemented in the adapter: "
 # The package of the suite's own tasks: the only code a replay runs unless told otherwise.
 SUITE_TASKS = "conformance.tasks"
 RULE_ID = re.compile(r"\b([A-Z]+(?:-[A-Z]+)*-\d+)\b")
@@ -185,6 +189,17 @@ class CaseResult:
 
     def replay_command(self, after: Sequence[Case] = ()) -> str:
         return self.case.replay_command(self.world_size, self.backend, after)
+
+    def unimplemented(self) -> list[str]:
+        """The adapter methods that ranks reached unwritten (``conformance.world.unimplemented``),
+        in rank order, once each."""
+        methods = [
+            method
+            for o in self.outcomes
+            if isinstance(o, Raised) and o.is_a(UNIMPLEMENTED)
+            for method in o.message.removeprefix(UNIMPLEMENTED_SAYS).split(", ")
+        ]
+        return list(dict.fromkeys(methods))
 
     def report(self, headline: str) -> str:
         """A failure report a reader can act on: the case, each rank's outcome, the replay."""

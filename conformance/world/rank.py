@@ -22,9 +22,15 @@ from typing import Any, Protocol
 import torch
 import torch.distributed as dist
 
-from conformance.world import step
+from conformance.world import step, unimplemented
 from conformance.world.backends import Backend
-from conformance.world.protocol import FACTS_ATTRIBUTE, Outcome, Raised, Returned
+from conformance.world.protocol import (
+    FACTS_ATTRIBUTE,
+    UNIMPLEMENTED_SAYS,
+    Outcome,
+    Raised,
+    Returned,
+)
 
 
 class Channel(Protocol):
@@ -91,18 +97,30 @@ def to_cpu(value: Any) -> Any:
 
 
 def execute(ctx: RankContext, task: str, args: dict[str, Any]) -> Outcome:
-    """Run one task and capture what happened as an outcome, never as an escaping exception."""
+    """Run one task and capture what happened as an outcome, never as an escaping exception. A
+    case that reached an adapter method not written yet ends in that raise, whatever the task
+    made of it (``conformance.world.unimplemented``)."""
     step.case_started()
+    unimplemented.taken()
     try:
-        return Returned(ctx.rank, to_cpu(resolve_task(task)(ctx, **args)))
+        outcome: Outcome = Returned(ctx.rank, to_cpu(resolve_task(task)(ctx, **args)))
     except Exception as exc:
-        return Raised(
+        outcome = Raised(
             rank=ctx.rank,
             types=tuple(cls.__name__ for cls in type(exc).__mro__),
             message=str(exc),
             traceback=traceback.format_exc(),
             facts=getattr(exc, FACTS_ATTRIBUTE, None),
         )
+    methods = unimplemented.taken()
+    if not methods:
+        return outcome
+    return Raised(
+        rank=ctx.rank,
+        types=tuple(cls.__name__ for cls in unimplemented.NotImplementedInAdapter.__mro__),
+        message=UNIMPLEMENTED_SAYS + ", ".join(methods),
+        traceback=getattr(outcome, "traceback", ""),
+    )
 
 
 def tensor_from_bytes(dtype: str, shape: tuple[int, ...], data: bytes) -> torch.Tensor:

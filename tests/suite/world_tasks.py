@@ -257,3 +257,14 @@ def _refuse_to_load() -> None:
 def unreadable_reply(ctx: RankContext) -> object:
     """A reply pickle writes and cannot read back, on rank 0 only."""
     return _Unreadable() if ctx.rank == 0 else None
+
+
+def refuses_through_an_unwritten_method(ctx: RankContext) -> str:
+    """A task that reads a NotImplementedError as the implementation's refusal, as some checks
+    may (DT-OP-7): the method behind it was never written."""
+    from conformance.adapters.contract import NotImplementedInAdapter
+
+    try:
+        raise NotImplementedInAdapter("dt_op", "the op as the implementation runs it")
+    except NotImplementedError:
+        return "refused"
