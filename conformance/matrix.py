@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conformance import attribution
 from conformance import rules as spec_rules
 from conformance.known_failures import release_key
 from conformance.report import SEVERITY, in_a_cell, worst
@@ -49,7 +50,7 @@ class Run:
     def op_texts(self) -> dict[str, str]:
         """Each op's cell: its worst verdict, and the records its own known failures name."""
         return {
-            op: _cell(verdict, self.op_findings.get(op, {}).get("own", []))
+            op: self._cell(verdict, self.op_findings.get(op, {}).get("own", []))
             for op, verdict in self.op_cells.items()
         }
 
@@ -58,9 +59,16 @@ class Run:
         """Each rule's cell: its worst verdict, and, where that is a known failure, the records
         the known failures it met name (runs before rules.json held them show the verdict)."""
         return {
-            rule: _cell(verdict, self.rule_findings.get(rule, []) if verdict == "xfail" else [])
+            rule: self._cell(
+                verdict, self.rule_findings.get(rule, []) if verdict == "xfail" else []
+            )
             for rule, verdict in self.cells.items()
         }
+
+    def _cell(self, verdict: str, records: list[str]) -> str:
+        """The verdict and the records that stand for it on this release: one its record shows
+        conforming here is not what the run met (``attribution.deviating``)."""
+        return _cell(verdict, attribution.deviating(records, self.release))
 
     def other_findings(self) -> dict[str, int]:
         """The records of entries naming every op that the ops met, each with how many ops."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.attribution import call_name, findings_of
+from conformance.attribution import call_name, deviating, findings_of
+from conformance.matrix import Run
 
 IN_PLACE = [
     "in-place-op-on-partial-refused-as-runtimeerror",
@@ -63,3 +64,31 @@ def test_an_id_that_is_no_record_stays_for_the_agreement_tests_to_report():
 def test_a_test_of_no_op_meets_every_record_that_breaks_its_rule():
     assert findings_of(FILLS, ["DT-OP-11"], "", "2.13.0") == FILLS
     assert findings_of(IN_PLACE, ["DT-OP-7"], "", "2.12.1") == IN_PLACE[:1]
+
+
+OUT_CALLS = ["out-placements-refused-as-runtimeerror", "out-strided-shard-propagation-fails"]
+
+
+def test_a_record_that_conforms_on_the_release_is_not_what_its_run_met():
+    # The out= entry names both records on every release; the first is fixed in 2.14.1.
+    assert findings_of(OUT_CALLS, ["DT-OP-7"], "", "2.14.1") == OUT_CALLS[1:]
+    assert findings_of(OUT_CALLS, ["DT-OP-7"], "", "2.13.0") == OUT_CALLS
+    assert deviating(OUT_CALLS, "2.14.1+cpu") == OUT_CALLS[1:]
+    assert deviating(OUT_CALLS[:1], "2.14.1") == OUT_CALLS[:1]  # the entry's own account
+
+
+def test_a_matrix_cell_names_only_the_records_that_deviate_on_its_release():
+    runs = [
+        Run(
+            "torch",
+            release,
+            {},
+            {"DT-OP-7": {"ws2": "xfail"}},
+            rule_findings={"DT-OP-7": OUT_CALLS},
+        )
+        for release in ("2.13.0", "2.14.1")
+    ]
+    assert [run.rule_texts["DT-OP-7"] for run in runs] == [
+        "xfail: `out-placements-refused-as-runtimeerror`, `out-strided-shard-propagation-fails`",
+        "xfail: `out-strided-shard-propagation-fails`",
+    ]
