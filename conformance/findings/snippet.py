@@ -111,9 +111,10 @@ rank, world_size = dist.get_rank(), dist.get_world_size()
 torch.manual_seed(0)
 try:
 {body}
-    print(f"rank {{rank}}: returns {{_plain(result)!r}}", flush=True)
+    said = f"rank {{rank}}: returns {{_plain(result)!r}}"
 except Exception as exc:
-    print(f"rank {{rank}}: raises {{type(exc).__name__}}", flush=True)
+    said = f"rank {{rank}}: raises {{type(exc).__name__}}"
+os.write(1, f"{{said}}\\n".encode())  # one write: a line printed in parts can mix with a peer's
 dist.destroy_process_group()
 """
 
