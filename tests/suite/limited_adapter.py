@@ -11,7 +11,8 @@ from conformance.adapters import contract
 from conformance.adapters.reference import ReferenceAdapter
 from conformance.world.unimplemented import NotImplementedInAdapter
 
-# What the reference claims beyond the two families' methods: inputs, not methods.
+# What the reference claims that brings no method of its own (contract.METHODS): inputs the
+# families' methods take, and how its messages read.
 INPUTS = frozenset(
     {"partial:sum", "partial:avg", "partial:max", "partial:min", "partial:product"}
     | {"strided_shard", "sub_groups", "rule_ids_in_messages"}
