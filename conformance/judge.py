@@ -50,6 +50,14 @@ def assume_layout_claimed(
         assume_claimed(impl, f"partial:{op}")
 
 
+def assume_source_claimed(impl: Any, src_data_rank: Any, mesh_ranks: Sequence[int]) -> None:
+    """``distribute_tensor`` from another rank than the mesh's first (``"first"``), or from each
+    rank's own copy (``None``), needs ``distribute_source``: a release without the argument
+    distributes the first rank's data."""
+    if src_data_rank not in ("first", mesh_ranks[0]):
+        assume_claimed(impl, "distribute_source")
+
+
 def assume_claimed(impl: Any, *capabilities: str) -> None:
     """Inside a property: discard a drawn example that needs an unclaimed capability.
 

@@ -319,7 +319,7 @@ def test_the_readme_shows_the_three_quick_starts_in_order():
         ("python -m conformance run --profile nightly", "the CLI refuses it"),
         ("python -m conformance rules -- -k x", "only 'run'"),
         ("torchrun --standalone -m conformance run --world-sizes 9", "the CLI refuses it"),
-        ("tox -e torch2.10,lint", "tox.ini defines no env ['torch2.10']"),
+        ("tox -e torch2.4,lint", "tox.ini defines no env ['torch2.4']"),
         ("bash .ci/no-such-script", "no script"),
         ("python -m conformance.no_such_module", "no module"),
         ("pip install -e '.[docs]'", "pip extras ['docs']"),

@@ -43,6 +43,8 @@ CAPABILITIES = {
     "mesh_flatten": "mesh dims flattened into one, as FSDP2 and HSDP build them (DT-MESH-11 to 14)",
     "interop": "to_sharded_metadata, a layout as ShardedTensor boxes, pure (INTEROP-1 to 7)",
     "interop_checkpoint": "the boxes a checkpoint of a live DTensor writes (INTEROP-8, 9)",
+    "distribute_source": "distribute_tensor from any rank's data, or each rank's own "
+    "(src_data_rank; DT-API-2, 3): without it, from the mesh's first rank",
     "dtensor_factories": "zeros, ones, empty, full, rand, randn of a DTensor (DT-API-16 to 18)",
     "dtensor_ops": "operators on DTensors, but the adapter's unclaimed_ops (DT-OP)",
     "dtensor_grad": "gradients through the DTensor API and, with dtensor_ops, its ops (DT-GRAD)",

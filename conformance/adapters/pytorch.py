@@ -12,6 +12,7 @@ does that of ``torch._dynamo``, which DeviceMesh sub-meshes and DTensor load laz
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,12 +36,44 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.remote_device import _remote_device
 from torch.distributed.tensor import DTensor, Partial, Placement, Replicate, distribute_tensor
 from torch.distributed.tensor import Shard as DShard
-from torch.distributed.tensor._utils import _compute_local_shape_and_global_offset
+from torch.distributed.tensor import _utils as dtensor_utils
 from torch.distributed.tensor.placement_types import _StridedShard
 
 from conformance import vocabulary
 from conformance.adapters.pytorch_ops import Unclaimed
 from conformance.vocabulary import ShardBox, properties_data, shard_box
+from conformance.world.unimplemented import NotImplementedInAdapter
+
+# What this release has, asked of it, never read off its version number: a release that lacks an
+# argument or a helper does not claim the capability behind it (the contract's CAPABILITIES).
+DISTRIBUTES_FROM_ANY_SOURCE = "src_data_rank" in inspect.signature(distribute_tensor).parameters
+# 2.5 to 2.7 have only the public helper, which reads the coordinate off a mesh (``_MeshAt``).
+_LOCAL_SHAPE_OF_COORDINATE = getattr(dtensor_utils, "_compute_local_shape_and_global_offset", None)
+
+
+class _MeshAt:
+    """The three things ``compute_local_shape_and_global_offset`` reads off a mesh (its
+    ``ndim``, ``size(dim)`` and this rank's ``get_coordinate()``), for any shape and coordinate:
+    the layout is a pure function of them, and no world is needed to ask it."""
+
+    def __init__(self, shape: Sequence[int], coordinate: Sequence[int]) -> None:
+        self.ndim = len(shape)
+        self._shape = list(shape)
+        self._coordinate = list(coordinate)
+
+    def size(self, dim: int) -> int:
+        return self._shape[dim]
+
+    def get_coordinate(self) -> list[int]:
+        return self._coordinate
+
+
+def _local_shape_and_offset(global_shape, mesh_shape, coordinate, placements):
+    if _LOCAL_SHAPE_OF_COORDINATE is not None:
+        return _LOCAL_SHAPE_OF_COORDINATE(global_shape, mesh_shape, coordinate, placements)
+    return dtensor_utils.compute_local_shape_and_global_offset(
+        global_shape, _MeshAt(mesh_shape, coordinate), placements
+    )
 
 
 def _grad_placements(texts: Sequence[str] | None) -> dict[str, Any]:
@@ -85,6 +118,7 @@ class PyTorchAdapter:
     release = torch.__version__  # picks conformance/xfails/torch/<release>.txt
     capabilities = frozenset(
         {
+            *(["distribute_source"] if DISTRIBUTES_FROM_ANY_SOURCE else []),
             "sharded_tensor",
             "sharded_tensor_ops",
             "dtensor",
@@ -208,14 +242,22 @@ class PyTorchAdapter:
             DShard(p.dim % ndim) if type(p) is DShard else p
             for p in map(_to_torch_placement, placements)
         ]
-        shape, offset = _compute_local_shape_and_global_offset(
+        shape, offset = _local_shape_and_offset(
             list(global_shape), list(mesh_shape), list(coordinate), normalised
         )
         return list(shape), list(offset)
 
     def dt_distribute(self, tensor, mesh, placements, src_data_rank) -> DTensor:
         torch_placements = [_to_torch_placement(p) for p in placements]
-        return distribute_tensor(tensor, mesh, torch_placements, src_data_rank=src_data_rank)
+        if DISTRIBUTES_FROM_ANY_SOURCE:
+            return distribute_tensor(tensor, mesh, torch_placements, src_data_rank=src_data_rank)
+        # Without the argument, the data of the mesh's first rank is distributed: the only source
+        # the suite asks for where ``distribute_source`` is not claimed.
+        if src_data_rank != mesh.mesh.flatten()[0].item():
+            raise NotImplementedInAdapter(
+                f"torch {torch.__version__}'s distribute_tensor has no src_data_rank"
+            )
+        return distribute_tensor(tensor, mesh, torch_placements)
 
     def dt_from_local(
         self, local, mesh, placements, run_check, shape, stride, grad_placements=None

@@ -57,6 +57,7 @@ class ReferenceAdapter:
             "sub_groups",
             "mesh_flatten",
             "cuda",
+            "distribute_source",
             "dtensor_factories",
             "dtensor_ops",
             "dtensor_grad",

@@ -79,6 +79,7 @@ def test_distribute_slices_the_source_ranks_tensor_or_each_ranks_own(
     judge.requires(impl, "dtensor")
     world_size, args = data.draw(distributions(available_world_sizes))
     judge.assume_layout_claimed(impl, world_size, args["mesh_ranks"], args["placements"])
+    judge.assume_source_claimed(impl, args["src_data_rank"], args["mesh_ranks"])
     given_ = laid_out(make_global(args["shape"], args["dtype"], args["seed"]), args["memory"])
     edges.memory(given_, args["memory"])
     result = run_case("dtensor:distribute", world_size, **args)
@@ -334,6 +335,7 @@ def test_a_collective_call_needs_one_placement_list_and_source_on_every_rank(
         pytest.skip("needs a world of 2 ranks or more")
     world_size, args = data.draw(disagreements(sizes))
     fault = args["fault"]
+    judge.assume_source_claimed(impl, fault.get("src_data_rank", "first"), args["mesh_ranks"])
     judge.assume_layout_claimed(impl, world_size, args["mesh_ranks"], args["placements"])
     judge.assume_layout_claimed(impl, world_size, args["mesh_ranks"], fault["placements"])
     mesh = Mesh(tuple(args["mesh_shape"]), tuple(args["mesh_ranks"]))

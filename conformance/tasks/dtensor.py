@@ -27,6 +27,15 @@ def mesh(
     return ctx.cached(key, lambda: adapter.dt_mesh(ctx.device.type, shape, ranks, names))
 
 
+def alike_everywhere(adapter: Any, device_mesh: Any) -> int | None:
+    """The ``src_data_rank`` that distributes a tensor every rank holds alike: none, so that each
+    rank slices its own copy and no source rank is involved (DT-API-3), where the adapter claims
+    ``distribute_source``; else the mesh's first rank, whose copy is the same."""
+    if "distribute_source" in adapter.capabilities:
+        return None
+    return torch.tensor(adapter.dt_mesh_describe(device_mesh)["mesh"]).flatten()[0].item()
+
+
 def distribute_redistribute(
     ctx: RankContext,
     impl: str,
@@ -49,7 +58,9 @@ def distribute_redistribute(
     tensor = make_global(shape, dtype, seed, data).to(ctx.device)
     before = tensor.clone()
     with codec.building():
-        dt = adapter.dt_distribute(tensor, device_mesh, source, None)
+        dt = adapter.dt_distribute(
+            tensor, device_mesh, source, alike_everywhere(adapter, device_mesh)
+        )
     first = adapter.dt_to_local(dt).clone()
     moved = adapter.dt_redistribute(dt, target)
     return {
@@ -210,7 +221,7 @@ def flat_redistribute(
     flat = adapter.dt_mesh_flatten(mesh(ctx, impl, mesh_shape, mesh_ranks, names), flatten, None)
     tensor = make_global(shape, dtype, seed).to(ctx.device)
     with codec.building():
-        dt = adapter.dt_distribute(tensor, flat, [source], None)
+        dt = adapter.dt_distribute(tensor, flat, [source], alike_everywhere(adapter, flat))
     first = adapter.dt_to_local(dt).clone()
     moved = adapter.dt_redistribute(dt, [target])
     return {

@@ -10,7 +10,7 @@ import torch
 from conformance import adapters
 from conformance.tasks import codec
 from conformance.tasks.codec import contiguous_stride, make_global
-from conformance.tasks.dtensor import mesh
+from conformance.tasks.dtensor import alike_everywhere, mesh
 from conformance.world import RankContext
 
 
@@ -47,7 +47,8 @@ def chain(
     with codec.building():
         if start == "distribute":
             leaf = value.clone().requires_grad_(requires_grad)
-            x = adapter.dt_distribute(leaf, device_mesh, placements, None)
+            source = alike_everywhere(adapter, device_mesh)
+            x = adapter.dt_distribute(leaf, device_mesh, placements, source)
         else:
             local = codec.op_input(ctx.rank, value.cpu(), mesh_shape, mesh_ranks, placements, seed)
             leaf = local.to(ctx.device).requires_grad_(requires_grad)

@@ -13,7 +13,7 @@ from conformance import adapters
 from conformance.ops import catalogue
 from conformance.tasks import codec
 from conformance.tasks.codec import contiguous_stride, make_global
-from conformance.tasks.dtensor import mesh
+from conformance.tasks.dtensor import alike_everywhere, mesh
 from conformance.tasks.grad import gradient_of
 from conformance.world import RankContext
 
@@ -189,7 +189,8 @@ def _dtensor(
     device_mesh = mesh(ctx, impl, mesh_shape, mesh_ranks)
     if start == "distribute":
         leaf = value.to(ctx.device).requires_grad_()
-        return adapter.dt_distribute(leaf, device_mesh, texts, None), leaf
+        source = alike_everywhere(adapter, device_mesh)
+        return adapter.dt_distribute(leaf, device_mesh, texts, source), leaf
     local = codec.op_input(ctx.rank, value, mesh_shape, mesh_ranks, texts, seed).to(ctx.device)
     local.requires_grad_(start == "from_local")
     shape, stride = list(value.shape), contiguous_stride(value.shape)

@@ -21,6 +21,8 @@ DECLARED = {
     for name, member in vars(family).items()
     if inspect.isfunction(member) and not name.startswith("_")
 }
+# What the adapter claims may choose a task's input too (distribute's source): readable, not called.
+READABLE = DECLARED | {"capabilities"}
 
 
 def undeclared_calls(source: str) -> list[str]:
@@ -37,7 +39,7 @@ def undeclared_calls(source: str) -> list[str]:
             bound.update(t.id for t in node.targets if isinstance(t, ast.Name))
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr not in DECLARED:
+        if isinstance(node, ast.Attribute) and node.attr not in READABLE:
             owner = ast.unparse(node.value)
             if owner in bound or owner.startswith("adapters.load("):
                 found.append(f"{owner}.{node.attr}")
