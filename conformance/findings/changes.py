@@ -20,6 +20,10 @@ KINDS = {
     "regression": ("Broke", "conformed in {old}, deviates in {new}"),
     "fix": ("Fixed", "deviated in {old}, conforms in {new}"),
     "changed": ("Show another way", "deviates in both, with other outcomes or other rules broken"),
+    "arrived": (
+        "Came with an API",
+        "cannot run on {old}, which lacks an API it needs; deviates in {new}",
+    ),
 }
 
 HEADER = """\
@@ -57,6 +61,10 @@ def between(records: Sequence[Record], old: str, new: str) -> list[Change]:
         if old not in record.releases or new not in record.releases:
             continue
         before, after = record.deviates(old), record.deviates(new)
+        if not record.runs_on(old) or not record.runs_on(new):
+            if record.runs_on(new) and after:
+                found.append(Change("arrived", record, old, new))
+            continue
         if not before and after:
             kind = "regression"
         elif before and not after:
@@ -88,9 +96,11 @@ def page(records: Sequence[Record]) -> str:
     lines = [HEADER]
     for old, new in reversed(list(pairwise(ordered))):
         changes = between(records, old, new)
+        tally = {kind: sum(c.kind == kind for c in changes) for kind in KINDS}
         counts = ", ".join(
-            f"{sum(c.kind == kind for c in changes)} {title.lower()}"
+            f"{tally[kind]} {title[0].lower()}{title[1:]}"
             for kind, (title, _) in KINDS.items()
+            if tally[kind] or kind != "arrived"  # only pairs across an API's arrival have any
         )
         lines += [f"## {old} to {new}", "", f"Behaviours: {counts}.", ""]
         for kind, (title, meaning) in KINDS.items():

@@ -43,7 +43,7 @@ def check(
     out(f"findings check: {len(chosen)} record(s) on torch {torch.__version__}")
     failed: set[str] = set()
     for each in chosen:
-        seen = replay.run(each, timeout_s)
+        seen = replay.read(each, replay.run(each, timeout_s))
         stands_for = each.recorded_for(release)
         if record:
             _write(root / f"{each.id}.json", release, replay.compact(seen))

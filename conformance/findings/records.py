@@ -10,7 +10,8 @@ breaks the refusal rule, not the value's; an empty list is an outcome the spec a
 ``NotImplementedError`` refusal of DT-OP-7). Its ``subject`` (the public calls it is about) and
 ``layouts`` (the layout classes its case needs) are the keys by which two records of one rule and
 symptom are told apart (``verdict.collide``); ``distinct_from`` answers, in one line, only where
-the keys collide too.
+the keys collide too. A release that lacks an API the program needs (``needs``: distribute_tensor's
+``src_data_rank`` before 2.7) has the outcome ``cannot run``: neither conforming nor deviating.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from conformance.world.protocol import RULE_ID
 RECORDS = Path(__file__).resolve().parent / "records"
 SCHEMA = Path(__file__).resolve().parent / "record.schema.json"
 PRIVATE = re.compile(r"\b_StridedShard\(")  # a program that builds a private placement by hand
-OUTCOME = re.compile(r"returns .*|raises [A-Za-z_][\w.]*|hangs|dies", re.DOTALL)
+OUTCOME = re.compile(r"returns .*|raises [A-Za-z_][\w.]*|hangs|dies|cannot run", re.DOTALL)
+CANNOT_RUN = "cannot run"
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class Record:
     breaks_in: dict[str, tuple[str, ...]] = field(default_factory=dict)
     severity: str = ""
     subject: tuple[str, ...] = ()
+    needs: str = ""  # an API some releases lack (their outcome: "cannot run")
     layouts: tuple[str, ...] = ()
     reach: Reach | None = None
 
@@ -77,11 +80,18 @@ class Record:
         return (same or older or ordered[:1])[-1]
 
     def breaks(self, release: str) -> tuple[str, ...]:
-        """The rules ``release``'s outcome breaks: none where it is the spec's, else the ones
-        the record names for it, else all of ``rules``."""
+        """The rules ``release``'s outcome breaks: none where it is the spec's or the program
+        cannot run there, else the ones the record names for it, else all of ``rules``."""
+        if not self.runs_on(release):
+            return ()
         if self.per_rank(self.releases[release]) == self.per_rank(self.spec):
             return ()
         return self.breaks_in.get(release, self.rules)
+
+    def runs_on(self, release: str) -> bool:
+        """Whether the release has what the program needs: a ``cannot run`` release is not
+        called conforming."""
+        return self.releases[release] != (CANNOT_RUN,)
 
     def deviates(self, release: str) -> bool:
         return bool(self.breaks(release))
@@ -124,6 +134,7 @@ def _load(path: Path, schema: dict[str, Any]) -> Record:
         subject=tuple(data["subject"]),
         layouts=tuple(data["layouts"]),
         reach=_reach(data.get("reach")),
+        needs=data.get("needs", ""),
     )
     problems = []
     if path.stem != record.id:
@@ -133,6 +144,9 @@ def _load(path: Path, schema: dict[str, Any]) -> Record:
         if len(outcomes) not in (1, record.world_size):
             problems.append(f"{where}: {len(outcomes)} outcomes for {record.world_size} rank(s)")
         problems += [f"{where}: {o!r} is no outcome" for o in outcomes if not OUTCOME.fullmatch(o)]
+    if not record.needs:
+        problems += [f"{r}: cannot run, but the record says no API it needs ('needs')"
+                     for r, o in record.releases.items() if o == (CANNOT_RUN,)]  # fmt: skip
     for release, broken in record.breaks_in.items():
         if release not in record.releases:
             problems.append(f"breaks: {release} is no release it records")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from conformance.findings import snippet
-from conformance.findings.records import Record
+from conformance.findings.records import CANNOT_RUN, Record
 from conformance.world import Case, Died, Hung, LocalWorld, Outcome, Raised, Returned
 from conformance.world.harness import HarnessError
 
@@ -33,6 +33,21 @@ def run(record: Record, timeout_s: float = 10.0) -> tuple[str, ...]:
             raise HarnessError(warmed.report("the world could not import what programs use"))
         result = world.run(Case(TASK, {"code": record.code}))
     return tuple(outcome_text(o) for o in result.outcomes)
+
+
+# How a program meets an API its release lacks: a module or name it cannot import, an attribute
+# or a keyword argument the release has not got.
+MISSING_API = {"raises ImportError", "raises ModuleNotFoundError", "raises AttributeError",
+               "raises TypeError"}  # fmt: skip
+
+
+def read(record: Record, outcomes: tuple[str, ...]) -> tuple[str, ...]:
+    """``outcomes`` as the record keeps them: ``cannot run`` where the record names an API it
+    needs and every rank failed as a missing API fails; any other outcome as it is, so that a
+    record that needs nothing is never excused."""
+    if record.needs and set(outcomes) <= MISSING_API:
+        return (CANNOT_RUN,)
+    return outcomes
 
 
 def compact(outcomes: tuple[str, ...]) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from conformance import symptoms
-from conformance.findings.records import Record
+from conformance.findings.records import CANNOT_RUN, Record
 from conformance.symptoms import Behaviour, Symptom
 
 # The rules of errors.md a deviation breaks by how it shows (a wrong exception type, ranks that
@@ -37,6 +37,8 @@ def symptom(record: Record, outcomes: tuple[str, ...]) -> Symptom:
 def describe(record: Record, outcomes: tuple[str, ...]) -> str:
     """The outcomes as a reader wants them: ``conforms``, or ranks grouped by what they did,
     values shown where they are wrong."""
+    if outcomes == (CANNOT_RUN,):
+        return f"cannot run (it needs {record.needs})"
     per_rank = record.per_rank(outcomes)
     if per_rank == record.per_rank(record.spec):
         return "conforms"

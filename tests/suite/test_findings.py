@@ -401,6 +401,41 @@ def test_record_mode_writes_what_the_installed_release_does(tmp_path):
     assert path.read_text() == check.dumps(written)
 
 
+def test_a_program_needing_an_api_the_release_lacks_cannot_run_and_neither_conforms_nor_deviates(
+    tmp_path,
+):
+    release = check.installed_release()
+    lacking = ["result = distribute_tensor(torch.ones(1), no_such_argument=1)"]
+    needs = "distribute_tensor's no_such_argument (PyTorch 9.9)"
+    path = write(
+        tmp_path,
+        {**GOOD, "code": lacking, "needs": needs, "releases": {"2.0.0": ["returns [3.5]"]}},
+    )
+    assert check.check(record=True, root=tmp_path, out=lambda line: None) == 0
+    (loaded,) = records.load_all(tmp_path)
+    assert loaded.releases[release] == ("cannot run",)
+    assert not loaded.runs_on(release)
+    assert not loaded.deviates(release)
+    assert verdict.describe(loaded, loaded.releases[release]) == f"cannot run (it needs {needs})"
+    assert [c.kind for c in changes.between([loaded], "2.0.0", release)] == []
+    came = replace(loaded, releases={"2.0.0": ("cannot run",), release: ("returns [3.5]",)})
+    assert [c.kind for c in changes.between([came], "2.0.0", release)] == ["arrived"]
+    # Without 'needs' the same failure is an outcome like any other, never excused.
+    data = json.loads(path.read_text())
+    del data["needs"]
+    write(tmp_path, {**data, "releases": {"2.0.0": ["returns [3.5]"]}})
+    assert check.check(record=True, root=tmp_path, out=lambda line: None) == 0
+    (loaded,) = records.load_all(tmp_path)
+    assert loaded.releases[release] == ("raises TypeError",)
+    assert loaded.deviates(release)
+
+
+def test_a_record_that_cannot_run_somewhere_says_what_it_needs(tmp_path):
+    write(tmp_path, {**GOOD, "releases": {"2.0.0": ["cannot run"]}})
+    with pytest.raises(ValueError, match="cannot run, but the record says no API it needs"):
+        records.load_all(tmp_path)
+
+
 def test_the_cli_refuses_a_record_id_that_names_no_record(tmp_path):
     for action in ("check", "replay"):
         done = subprocess.run(
