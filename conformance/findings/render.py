@@ -74,7 +74,7 @@ def releases_text(record: Record) -> str:
 def does(record: Record, outcomes: tuple[str, ...], broken: tuple[str, ...]) -> str:
     """What a release does, in words, and which of the record's rules it breaks where not all."""
     text = verdict.describe(record, outcomes)
-    if text == "conforms" or broken == record.rules or outcomes == (CANNOT_RUN,):
+    if text == "conforms" or broken == record.rules or set(outcomes) == {CANNOT_RUN}:
         return text
     return text + (f" (breaks {', '.join(broken)})" if broken else ", which the spec allows")
 

@@ -37,7 +37,7 @@ def symptom(record: Record, outcomes: tuple[str, ...]) -> Symptom:
 def describe(record: Record, outcomes: tuple[str, ...]) -> str:
     """The outcomes as a reader wants them: ``conforms``, or ranks grouped by what they did,
     values shown where they are wrong."""
-    if outcomes == (CANNOT_RUN,):
+    if set(outcomes) == {CANNOT_RUN}:
         return f"cannot run (it needs {record.needs})"
     per_rank = record.per_rank(outcomes)
     if per_rank == record.per_rank(record.spec):
