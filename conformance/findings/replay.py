@@ -46,7 +46,7 @@ def read(record: Record, outcomes: tuple[str, ...]) -> tuple[str, ...]:
     needs and every rank failed as a missing API fails; any other outcome as it is, so that a
     record that needs nothing is never excused."""
     if record.needs and set(outcomes) <= MISSING_API:
-        return (CANNOT_RUN,)
+        return (CANNOT_RUN,) * len(outcomes)
     return outcomes
 
 

@@ -407,13 +407,12 @@ def test_a_program_needing_an_api_the_release_lacks_cannot_run_and_neither_confo
     release = check.installed_release()
     lacking = ["result = distribute_tensor(torch.ones(1), no_such_argument=1)"]
     needs = "distribute_tensor's no_such_argument (PyTorch 9.9)"
-    path = write(
-        tmp_path,
-        {**GOOD, "code": lacking, "needs": needs, "releases": {"2.0.0": ["returns [3.5]"]}},
-    )
+    two_ranks = {**GOOD, "world_size": 2, "code": lacking, "needs": needs}
+    path = write(tmp_path, {**two_ranks, "releases": {"2.0.0": ["returns [3.5]"]}})
     assert check.check(record=True, root=tmp_path, out=lambda line: None) == 0
     (loaded,) = records.load_all(tmp_path)
     assert loaded.releases[release] == ("cannot run",)
+    assert check.check(root=tmp_path, out=lambda line: None) == 0  # and a replay bears it out
     assert not loaded.runs_on(release)
     assert not loaded.deviates(release)
     assert verdict.describe(loaded, loaded.releases[release]) == f"cannot run (it needs {needs})"
