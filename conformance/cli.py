@@ -93,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="judge without the shipped known failures: only those given with --xfails",
     )
+    run.add_argument(
+        "--survey",
+        action="store_true",
+        help="judge nothing: run every example and report each test's rules and what they "
+        "showed (rules.json 'behaviours'), the material of a new release's known failures",
+    )
     run.add_argument("--case-timeout", type=positive_seconds, default=30.0)
     run.add_argument(
         "--grace",
@@ -193,9 +199,18 @@ def build_parser() -> argparse.ArgumentParser:
     changes = findings.add_parser("changes", help="RELEASES.md: what changed between releases")
     report = findings.add_parser("report", help="one finding as an issue body to paste upstream")
     report.add_argument("ids", nargs=1, metavar="id")
-    for command in (render, changes):
+    drafting = findings.add_parser(
+        "draft", help="a release's known-failures file from a survey of it (run --survey)"
+    )
+    drafting.add_argument("report_dir", help="the survey's --report-dir (its rules.json)")
+    drafting.add_argument(
+        "--comments-from",
+        help="a known-failures file whose comments to keep where they still hold (default: the "
+        "release's own, else the nearest older one the adapter ships)",
+    )
+    for command in (render, changes, drafting):
         command.add_argument("--out", help="write the page there (default: print it)")
-    for command in (check, show, render, changes, report):
+    for command in (check, show, render, changes, report, drafting):
         command.set_defaults(handler=_findings)
     return parser
 
@@ -221,6 +236,8 @@ def _pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
         argv += ["--xfails", given]
     if args.no_shipped_xfails:
         argv.append("--no-shipped-xfails")
+    if args.survey:
+        argv.append("--survey")
     if args.report_dir:
         argv += ["--report-dir", args.report_dir]
     if args.skip_unavailable:
@@ -438,6 +455,8 @@ def _findings(args: argparse.Namespace, extra: list[str]) -> int:
         else:
             print(page, end="")
         return 0
+    if args.action == "draft":
+        return _draft(args)
     if args.action in ("replay", "report"):
         chosen = [r for r in records.load_all() if r.id == args.ids[0]]
         if not chosen:
@@ -453,6 +472,39 @@ def _findings(args: argparse.Namespace, extra: list[str]) -> int:
         return check.check(args.ids, record=args.record, timeout_s=args.timeout)
     except ValueError as exc:
         raise options.UsageError(str(exc)) from None
+
+
+def _draft(args: argparse.Namespace) -> int:
+    """Print (or write) the drafted file; exit 1, naming them, where rules no record backs were
+    left out."""
+    import json
+
+    from conformance import known_failures
+    from conformance.findings import draft, records
+
+    path = Path(args.report_dir, "rules.json")
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise options.UsageError(f"{path}: {exc}") from None
+    if "behaviours" not in report:
+        raise options.UsageError(f"{path} is no survey's report: run it with --survey")
+    impl, _, build = report["run"]["implementation"].partition(" ")
+    release = ".".join(map(str, known_failures.release_key(build)))
+    comments = Path(args.comments_from) if args.comments_from else None
+    if comments is None:
+        comments = known_failures.default_for(impl, release).path
+    entries = known_failures.parse(comments) if comments else []
+    made = draft.draft(report, impl, release, records.load_all(), entries,
+                       comments.name if comments else "no other file")  # fmt: skip
+    if args.out:
+        Path(args.out).write_text(made.text)
+    else:
+        print(made.text, end="")
+    for test, rule, behaviours in made.unbacked:
+        print(f"no record breaks {rule} in {release} as {test} showed it "
+              f"({', '.join(behaviours)}): left out", file=sys.stderr)  # fmt: skip
+    return 1 if made.unbacked else 0
 
 
 def _skeleton(args: argparse.Namespace, extra: list[str]) -> int:

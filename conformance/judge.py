@@ -102,6 +102,9 @@ class KnownFailures:
         self.seen.update(violated)
         for rule in violated:
             shown = {str(a) for a in self.expected[rule] if any(a.allows(b) for b in symptom)}
+            if symptoms.SURVEYED in {a.kind for a in self.expected[rule]}:
+                # A survey records what the failure showed, as an entry would list it.
+                shown = {str(symptoms.Behaviour(b.kind, b.error)) for b in symptom}
             self.shown.setdefault(rule, set()).update(shown)
 
     def shown_text(self) -> str:

@@ -116,13 +116,17 @@ def render_json(
     ops: RuleTable | None = None,
     op_findings: dict[str, dict[str, set[str]]] | None = None,
     rule_findings: dict[str, set[str]] | None = None,
+    behaviours: dict[str, dict[str, set[str]]] | None = None,
+    whole: set[str] | None = None,
 ) -> str:
     """``{"run": header, "rules": {rule: {column: verdict}}, "rule_findings": {rule: [record
     id]}, "summary": counts, "exit_code": the run's, "ops": {op: {column: verdict}},
     "op_findings": {op: {"own": [record id], "other": [...]}}}``: the records the known
     failures each rule met name; the exit code too, since a launcher (torchrun) replaces it with
     its own; ``ops`` where the run judged operators, with the records their known failures name,
-    the op's own and those of entries naming every op."""
+    the op's own and those of entries naming every op; ``behaviours``, of a survey (``run
+    --survey``), each test's known-failing rules and what they showed: ``{test: {rule:
+    [behaviour]}}``, and ``whole``, the tests among them that end at their first failure."""
 
     def cells(t: RuleTable, row_order: list[str]) -> dict[str, dict[str, str]]:
         return {key: dict(zip(t.headers(), c, strict=True)) for key, c in t.rows(row_order)}
@@ -134,6 +138,13 @@ def render_json(
         "summary": table.counts(),
         "exit_code": exit_code,
     }
+    if behaviours:
+        data["behaviours"] = {
+            test: {rule: sorted(shown) for rule, shown in sorted(by_rule.items())}
+            for test, by_rule in sorted(behaviours.items())
+            if by_rule
+        }
+        data["whole"] = sorted(whole or ())
     if ops is not None and ops.cells:
         data["ops"] = cells(ops, [])
         data["op_findings"] = {

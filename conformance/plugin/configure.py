@@ -65,6 +65,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="judge without the shipped known failures: only the files given with --xfails",
     )
     group.addoption(
+        "--survey",
+        action="store_true",
+        help="judge nothing: every rule of every test is known to fail in any way, so every "
+        "example runs; the report lists each test's rules and the behaviours they showed "
+        "(rules.json 'behaviours'), the material of a known-failures file",
+    )
+    group.addoption(
         "--case-timeout",
         type=float,
         default=30.0,
@@ -212,6 +219,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if cannot:
         pytest.exit(f"shardspec: environment error: {cannot}", returncode=harness.EXIT_CODE)
     in_use = [f"{_relative(c.path)} ({c.note})" if c.path else c.note for c in files]
+    if config.getoption("--survey"):
+        config.stash[XFAILS] = []
+        in_use = ["every failure of every rule (--survey: a survey, not a verdict)"]
     config.stash[RUN_INFO] = {
         "impl_release": release,
         "known_failures": "; ".join(in_use) or "none (--no-shipped-xfails)",

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from conformance import attribution, judge, known_failures
+from conformance import attribution, judge, known_failures, rules
 from conformance.plugin.collect import suite_id
 from conformance.plugin.configure import OPS, RUN_INFO, XFAILS, ops_option
-from conformance.symptoms import Symptom
+from conformance.symptoms import ANYTHING, Symptom
 
 EXPECTED_TO_FAIL = pytest.StashKey[known_failures.XFail]()  # a whole test's entry
 _KNOWN_RULES = pytest.StashKey[dict[str, Symptom]]()
@@ -26,6 +26,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     rules' failures, with which symptoms, to count and go on past (``judge.fail``)."""
     entries = config.stash[XFAILS]
     used: set[str] = set()
+    if config.getoption("--survey"):
+        surveyed = dict.fromkeys((rule.id for rule in rules.load()), ANYTHING)
+        for item in items:
+            item.stash[_KNOWN_RULES] = surveyed
     for item in items:
         key = suite_id(item)
         for entry in entries:
@@ -64,6 +68,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     if judge.KNOWN.seen:
         item.user_properties.append(("known", ",".join(sorted(judge.KNOWN.seen))))
         item.user_properties.append(("known_as", judge.KNOWN.shown_text()))
+        if item.config.getoption("--survey") and not _is_property(item):
+            item.user_properties.append(("whole", "1"))  # it ends at its first failure
     item.user_properties.append(("rule_findings", _findings_by_rule(item)))
     if item.get_closest_marker("per_op"):
         item.user_properties += _whose_known_failures(item)
@@ -74,6 +80,12 @@ def _rules_met(item: pytest.Item) -> set[str]:
     xfail's entry's."""
     whole = item.stash.get(EXPECTED_TO_FAIL, None)
     return set(judge.KNOWN.seen) | set(whole.rules if whole else ())
+
+
+def _is_property(item: pytest.Item) -> bool:
+    """A Hypothesis property goes on past a known failure to its next example; any other test
+    ends there, so its entry is a whole test's."""
+    return bool(getattr(getattr(item, "obj", None), "is_hypothesis_test", False))
 
 
 def _findings_by_rule(item: pytest.Item) -> str:

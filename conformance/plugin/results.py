@@ -72,6 +72,7 @@ class _RuleResults:
         self.known = {rule.id for rule in rules.load()}
         self.known_seen: dict[str, set[str]] = {}
         self.known_as: dict[str, dict[str, set[str]]] = {}  # test -> rule -> behaviours met
+        self.whole: set[str] = set()  # tests a survey saw end at their first failure
         self.collected = 0
         self.finished: set[str] = set()
         self.not_judged: list[str] = []
@@ -144,6 +145,8 @@ class _RuleResults:
         known = [r for r in properties.get("known", "").split(",") if r in self.known]
         key = properties.get("suite_id", report.nodeid)
         self.known_seen.setdefault(key, set()).update(known)
+        if properties.get("whole"):
+            self.whole.add(key)
         shown = self.known_as.setdefault(key, {})
         for part in filter(None, properties.get("known_as", "").split(";")):
             rule, _, behaviours = part.partition("=")
@@ -204,6 +207,8 @@ class _RuleResults:
                     ops=self.ops,
                     op_findings=self.op_findings,
                     rule_findings=self.rule_findings,
+                    behaviours=self.known_as if self.config.getoption("--survey") else None,
+                    whole=self.whole,
                 )
             )
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
