@@ -21,17 +21,18 @@ from conformance.findings import verdict
 from conformance.findings.records import Record
 from conformance.known_failures import XFail
 
-HEADER = """\
-# Known failures of {impl} {release} against shardspec, drafted by `findings draft` from a survey of
-# this release (`run --survey`: every rule of every test known to fail in any way, so that every
-# example ran and the report lists what each rule showed). Each entry is a test id with, indented
-# below it, each known-failing rule and the symptoms it showed (conformance/symptoms.py), and a
-# 'whole test' line where the test ends at its first failure (a strict xfail). Each group names
-# the records (conformance/findings/records) that break its rules on {release}, as their outcomes
-# replayed on {release} show; where {comments} listed the same rules with the same records, the
-# group keeps that file's comment, and its minimal case is {comments}'s. A failure of another
-# rule, or of a listed rule with a symptom not listed, is a new failure.
-"""
+HEADER = (
+    "Known failures of {impl} {release} against shardspec, drafted by `findings draft` from a "
+    "survey of this release ({how}; `run --survey`: every rule of every test known to fail in "
+    "any way, so that every example ran and the report lists what each rule showed). Each entry "
+    "is a test id with, indented below it, each known-failing rule and the symptoms it showed "
+    "(conformance/symptoms.py), and a 'whole test' line where the test ends at its first failure "
+    "(a strict xfail). Each group names the records (conformance/findings/records) that break its "
+    "rules on {release}, as their outcomes replayed on {release} show; where {comments} listed the "
+    "same rules with the same records, the group keeps that file's comment, and its minimal case "
+    "is {comments}'s. A failure of another rule, or of a listed rule with a symptom not listed, is "
+    "a new failure."
+)
 # An input the case cannot build fails on its constructor's rule, whatever the op.
 NOT_THE_OPS = {"DT-API-7"}
 
@@ -87,7 +88,14 @@ def draft(
             groups.setdefault((reason, tuple(dict.fromkeys(backing))), []).append(
                 (test, kept, whole)
             )
-    lines = [HEADER.format(impl=impl, release=release, comments=comments_name)]
+    run = report.get("run", {})
+    how = ", ".join(
+        f"{key} {run[key].split(' ')[0]}"
+        for key in ("profile", "world sizes", "hash seed")
+        if key in run
+    )
+    header = HEADER.format(impl=impl, release=release, comments=comments_name, how=how or "a run")
+    lines = [f"# {line}" for line in textwrap.wrap(header, 97, break_on_hyphens=False)] + [""]
     for (reason, ids), entries in sorted(groups.items(), key=lambda kv: kv[1][0][0]):
         rules = sorted({r for _, kept, _ in entries for r in kept} - verdict.UMBRELLA)
         said = (
