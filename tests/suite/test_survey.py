@@ -94,7 +94,7 @@ def test_a_draft_keeps_comments_that_still_hold_backs_the_rest_and_names_what_it
         record("refused-as-valueerror", ("DT-OP-7",), "raises ValueError", "`mul` alike"),
     ]
     made = draft.draft(SURVEY, "torch", "9.1.0", records, parse(older), older.name)
-    body = made.text.split("is a new failure.\n", 1)[1]
+    body = "\n" + made.text.split("\n\n", 1)[1]  # past the header
     assert body == (
         "\n# DT-API-3: the refusal is a TypeError finding: refused-as-typeerror\n"
         "test_api.py::test_refusal\n    whole test\n    DT-API-3: raises TypeError\n\n"
