@@ -111,6 +111,28 @@ def test_a_draft_keeps_comments_that_still_hold_backs_the_rest_and_names_what_it
                                                 f"{OPS}[mul]"]  # fmt: skip
 
 
+def test_a_draft_backs_an_ops_input_and_mesh_rules_by_records_about_any_op():
+    # An op test blames its inputs' full_tensor() (DT-REDIST-3/4) and an out-of-order mesh
+    # (DT-MESH-8) whatever the op: a record of the layout backs them in every op's test, while
+    # the op's own rule (DT-OP-2) still needs a record about that op.
+    survey = {
+        "behaviours": {
+            f"{OPS}[sub]": {"DT-REDIST-3": ["wrong value"], "DT-MESH-8": ["wrong value"],
+                            "DT-OP-2": ["wrong value"]},
+        },
+        "whole": [],
+    }  # fmt: skip
+    records = [
+        record("gather-is-wrong", ("DT-REDIST-3",), "returns 2"),
+        record("mesh-is-wrong", ("DT-MESH-8",), "returns 2"),
+        record("add-is-wrong", ("DT-OP-2",), "returns 2"),
+    ]
+    made = draft.draft(survey, "torch", "9.1.0", records)
+    assert f"{OPS}[sub]\n    DT-MESH-8: wrong value\n    DT-REDIST-3: wrong value\n" in made.text
+    assert "finding: mesh-is-wrong, gather-is-wrong\n" in made.text
+    assert made.unbacked == [(f"{OPS}[sub]", "DT-OP-2", ["wrong value"])]
+
+
 def test_the_cli_refuses_a_report_that_is_no_surveys(tmp_path, capsys):
     from conformance import cli
 
