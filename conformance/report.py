@@ -118,6 +118,7 @@ def render_json(
     rule_findings: dict[str, set[str]] | None = None,
     behaviours: dict[str, dict[str, set[str]]] | None = None,
     whole: set[str] | None = None,
+    per_op: dict[str, str] | None = None,
 ) -> str:
     """``{"run": header, "rules": {rule: {column: verdict}}, "rule_findings": {rule: [record
     id]}, "summary": counts, "exit_code": the run's, "ops": {op: {column: verdict}},
@@ -126,7 +127,8 @@ def render_json(
     its own; ``ops`` where the run judged operators, with the records their known failures name,
     the op's own and those of entries naming every op; ``behaviours``, of a survey (``run
     --survey``), each test's known-failing rules and what they showed: ``{test: {rule:
-    [behaviour]}}``, and ``whole``, the tests among them that end at their first failure."""
+    [behaviour]}}``, ``whole``, the tests among them that end at their first failure, and
+    ``per_op``, the op of each per-op test among them (``{test: op}``)."""
 
     def cells(t: RuleTable, row_order: list[str]) -> dict[str, dict[str, str]]:
         return {key: dict(zip(t.headers(), c, strict=True)) for key, c in t.rows(row_order)}
@@ -145,6 +147,8 @@ def render_json(
             if by_rule
         }
         data["whole"] = sorted(whole or ())
+        shown = data["behaviours"]
+        data["per_op"] = {t: op for t, op in sorted((per_op or {}).items()) if t in shown}
     if ops is not None and ops.cells:
         data["ops"] = cells(ops, [])
         data["op_findings"] = {

@@ -1,13 +1,13 @@
 """``findings draft``: a release's known-failures file from a survey of it (``run --survey``).
 
 A survey runs every example with every rule known to fail in any way and reports, per test, the
-rules that failed and what they showed (``rules.json``: ``behaviours``, ``whole``). Each of those
-becomes an entry line, and each entry's comment names the records that break its rules in the
-release (``findings check --record`` first gives the records that release's outcomes): those the
-comments file (another release's) named for the same test and rule where they still break it,
-else the records that break the rule there with a symptom the survey saw, about the test's op
-where it has one. A rule no record backs is left out of the file and reported: write its record,
-record it on every release, and draft again.
+rules that failed and what they showed (``rules.json``: ``behaviours``, ``whole``, ``per_op``).
+Each of those becomes an entry line, and each entry's comment names the records that break its
+rules in the release (``findings check --record`` first gives the records that release's
+outcomes): those the comments file (another release's) named for the same test and rule where
+they still break it, else the records that break the rule there with a symptom the survey saw,
+about the test's op where it is a per-op test. A rule no record backs is left out of the file
+and reported: write its record, record it on every release, and draft again.
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ def draft(
             if rule in verdict.UMBRELLA:
                 kept[rule] = behaviours
                 continue
-            ids = _backing(test, rule, behaviours, breaking.get(rule, []), named, release)
+            op = report.get("per_op", {}).get(test, "")
+            ids = _backing(test, op, rule, behaviours, breaking.get(rule, []), named, release)
             if not ids:
                 unbacked.append((test, rule, behaviours))
                 continue
@@ -123,6 +124,7 @@ def _names_only(reason: str, ids: list[str]) -> bool:
 
 def _backing(
     test: str,
+    op: str,
     rule: str,
     behaviours: list[str],
     candidates: list[Record],
@@ -137,13 +139,13 @@ def _backing(
     if kept := [i for i in dict.fromkeys(before) if i in ids]:
         return kept
     allowed = symptoms.parse(", ".join(behaviours))
-    op = test.partition("[")[2].rstrip("]").split("/")[0].split(".")[-1]
+    name = op.split("/")[0].split(".")[-1]  # div/floor_rounding: div; nn.functional.silu: silu
     found = []
     for record in candidates:
         seen = verdict.symptom(record, record.per_rank(record.releases[release]))
         if not symptoms.matches(seen, allowed):
             continue
-        if op and rule not in NOT_THE_OPS and not _about(record, op):
+        if name and rule not in NOT_THE_OPS and not _about(record, name):
             continue
         found.append(record.id)
     return sorted(found)

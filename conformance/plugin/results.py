@@ -73,6 +73,7 @@ class _RuleResults:
         self.known_seen: dict[str, set[str]] = {}
         self.known_as: dict[str, dict[str, set[str]]] = {}  # test -> rule -> behaviours met
         self.whole: set[str] = set()  # tests a survey saw end at their first failure
+        self.per_op: dict[str, str] = {}  # a per-op test's suite id -> its op
         self.collected = 0
         self.finished: set[str] = set()
         self.not_judged: list[str] = []
@@ -155,6 +156,7 @@ class _RuleResults:
             rule, _, ids = part.partition("=")
             self.rule_findings.setdefault(rule, set()).update(ids.split("|"))
         if "op" in properties:
+            self.per_op[key] = properties["op"]
             for whose in ("own", "other"):
                 met = self.op_findings.setdefault(properties["op"], {}).setdefault(whose, set())
                 met.update(filter(None, properties.get(f"findings_{whose}", "").split(",")))
@@ -209,6 +211,7 @@ class _RuleResults:
                     rule_findings=self.rule_findings,
                     behaviours=self.known_as if self.config.getoption("--survey") else None,
                     whole=self.whole,
+                    per_op=self.per_op,
                 )
             )
         summary = os.environ.get("GITHUB_STEP_SUMMARY")

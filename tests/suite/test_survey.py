@@ -77,6 +77,7 @@ SURVEY = {
         "test_api.py::test_refusal": {"DT-API-3": ["raises TypeError"]},
     },
     "whole": ["test_api.py::test_refusal"],
+    "per_op": {f"{OPS}[add]": "add", f"{OPS}[mul]": "mul", f"{OPS}[sub]": "sub"},
 }
 
 
@@ -111,7 +112,7 @@ def test_a_draft_keeps_comments_that_still_hold_backs_the_rest_and_names_what_it
                                                 f"{OPS}[mul]"]  # fmt: skip
 
 
-def test_a_draft_backs_an_ops_input_and_mesh_rules_by_records_about_any_op():
+def test_a_draft_matches_records_to_ops_in_per_op_tests_only_and_not_for_input_or_mesh_rules():
     # An op test blames its inputs' full_tensor() (DT-REDIST-3/4) and an out-of-order mesh
     # (DT-MESH-8) whatever the op: a record of the layout backs them in every op's test, while
     # the op's own rule (DT-OP-2) still needs a record about that op.
@@ -119,15 +120,20 @@ def test_a_draft_backs_an_ops_input_and_mesh_rules_by_records_about_any_op():
         "behaviours": {
             f"{OPS}[sub]": {"DT-REDIST-3": ["wrong value"], "DT-MESH-8": ["wrong value"],
                             "DT-OP-2": ["wrong value"]},
+            "test_redistribute.py::test_partial[sum]": {"DT-REDIST-1": ["wrong value"]},
         },
         "whole": [],
+        "per_op": {f"{OPS}[sub]": "sub"},
     }  # fmt: skip
     records = [
         record("gather-is-wrong", ("DT-REDIST-3",), "returns 2"),
         record("mesh-is-wrong", ("DT-MESH-8",), "returns 2"),
         record("add-is-wrong", ("DT-OP-2",), "returns 2"),
+        record("redistribute-is-wrong", ("DT-REDIST-1",), "returns 2"),
     ]
     made = draft.draft(survey, "torch", "9.1.0", records)
+    # A parametrized test that is not per-op ([sum] is a reduce op here) is not an op's test.
+    assert "test_redistribute.py::test_partial[sum]\n    DT-REDIST-1: wrong value" in made.text
     assert f"{OPS}[sub]\n    DT-MESH-8: wrong value\n    DT-REDIST-3: wrong value\n" in made.text
     assert "finding: mesh-is-wrong, gather-is-wrong\n" in made.text
     assert made.unbacked == [(f"{OPS}[sub]", "DT-OP-2", ["wrong value"])]
