@@ -6,24 +6,11 @@ from __future__ import annotations
 
 import json
 
+from test_known_failures import INNER_ADAPTER, INNER_CONFTEST
+
 from conformance.findings import draft
 from conformance.findings.records import Record
 from conformance.known_failures import parse
-
-ADAPTER = """
-class Adapter:
-    name = "fake"
-    release = "9.1.0+cpu"
-    capabilities = frozenset()
-
-ADAPTER = Adapter()
-"""
-
-CONFTEST = """
-from conformance import adapters
-
-adapters.REGISTRY["fake"] = "inner_adapter:ADAPTER"
-"""
 
 TESTS = """
 import pytest
@@ -48,7 +35,7 @@ def test_sometimes_wrong(n):
 
 
 def test_a_survey_judges_nothing_and_reports_what_each_rule_showed(pytester):
-    pytester.makepyfile(inner_adapter=ADAPTER, conftest=CONFTEST, test_inner=TESTS)
+    pytester.makepyfile(inner_adapter=INNER_ADAPTER, conftest=INNER_CONFTEST, test_inner=TESTS)
     result = pytester.runpytest_subprocess(
         "-p", "conformance.plugin", "--impl", "fake", "--survey", "--report-dir", "out"
     )
