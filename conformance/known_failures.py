@@ -30,9 +30,9 @@ that check one thing.
 
 An implementation's behaviour changes between its releases, so its known failures are kept per
 release: ``xfails/<adapter>/<release>.txt`` (``xfails/torch/2.13.0.txt``), chosen by the release
-the adapter reports (``release``). A release with no file of its own runs with the nearest older
-one, and the run's header says so: what that release does differently shows as new failures and
-unexpected passes, never hidden.
+the adapter reports (``release``). A release with no file of its own runs with its minor
+release's file, else the nearest older one, and the run's header says so: what that release does
+differently shows as new failures and unexpected passes, never hidden.
 """
 
 from __future__ import annotations
@@ -129,7 +129,8 @@ def default_for(impl: str, release: str | None, shipped: Path | None = None) -> 
 
 def for_release(folder: Path, impl: str, release: str | None) -> Choice:
     """The file of ``folder`` (one ``<release>.txt`` per release judged) for ``release``: its
-    own, else the nearest older release's, else the oldest's."""
+    own, else that of its minor release (patches that behave alike share one file, named for
+    the latest: 2.7.0 runs with 2.7.1's), else the nearest older release's, else the oldest's."""
     files = sorted(folder.glob("*.txt"), key=lambda f: release_key(f.stem))
     if not files:
         return Choice(None, f"none shipped for {impl!r}")
@@ -139,6 +140,14 @@ def for_release(folder: Path, impl: str, release: str | None) -> Choice:
     exact = [f for f in files if release_key(f.stem) == wanted]
     if exact:
         return Choice(exact[0], f"for {impl} {release}")
+    minor = [f for f in files if release_key(f.stem)[:2] == wanted[:2]]
+    if minor:
+        return Choice(
+            minor[-1],
+            f"{impl} {release} has no file of its own: using {minor[-1].stem}'s, its minor "
+            "release's (new failures and unexpected passes are what changed)",
+            borrowed=True,
+        )
     older = [f for f in files if release_key(f.stem) < wanted]
     if older:
         return Choice(

@@ -63,6 +63,14 @@ def test_a_release_without_a_file_uses_the_nearest_older_and_says_so(shipped):
     assert "new failures and unexpected passes" in choice.note
 
 
+def test_a_patch_release_without_a_file_uses_its_minor_releases_file_before_an_older_one(shipped):
+    """Patches of one minor release that behave alike share a file named for the latest."""
+    choice = default_for("impl", "2.12.0+cu128", shipped)
+    assert choice.path == shipped / "impl" / "2.12.1.txt"
+    assert choice.borrowed
+    assert "2.12.0+cu128 has no file of its own: using 2.12.1's, its minor release's" in choice.note
+
+
 def test_a_release_older_than_every_file_uses_the_oldest_and_says_so(shipped):
     choice = default_for("impl", "2.8.0", shipped)
     assert choice.path == shipped / "impl" / "2.9.0.txt"
