@@ -153,8 +153,20 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("paths", nargs="*", help=f"test files or folders (default: {SUITE})")
     rules.set_defaults(handler=_rules)
 
-    matrix = commands.add_parser("matrix", help="render the release matrix from runs' reports")
-    matrix.add_argument("results", help="a folder of runs' reports (rules.json), e.g. by tox")
+    matrix = commands.add_parser(
+        "matrix", help="render the release matrix from the kept runs and any new runs' reports"
+    )
+    matrix.add_argument(
+        "results", nargs="*", help="folders of new runs' reports (rules.json), e.g. by tox"
+    )
+    matrix.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the new runs, each in place of its release's kept run (--runs)",
+    )
+    matrix.add_argument(
+        "--runs", default=None, help="the folder of kept runs (default: conformance/runs)"
+    )
     matrix.add_argument("--out", help="write the page there (default: print it)")
     matrix.set_defaults(handler=_matrix)
 
@@ -434,10 +446,22 @@ def _bench(args: argparse.Namespace, extra: list[str]) -> int:
 def _matrix(args: argparse.Namespace, extra: list[str]) -> int:
     from conformance import matrix
 
-    runs = matrix.load_runs(Path(args.results))
+    folder = Path(args.runs) if args.runs else matrix.KEPT
+    new = []
+    for results in args.results:
+        runs = matrix.load_runs(Path(results))
+        if not runs:
+            raise options.UsageError(f"no rules.json under {results}")
+        new += runs
+    if args.keep:
+        if not new:
+            raise options.UsageError("--keep: name the folders of the runs to keep")
+        for path in matrix.keep(new, folder):
+            print(f"kept {path}", file=sys.stderr)
+    runs = matrix.newest_first(matrix.load_kept(folder), new)
     if not runs:
-        raise options.UsageError(f"no rules.json under {args.results}")
-    page = matrix.render(runs, f"python -m conformance matrix {args.results}")
+        raise options.UsageError(f"no runs kept in {folder} and none named")
+    page = matrix.render(runs, "python -m conformance matrix --out conformance/MATRIX.md")
     if args.out:
         Path(args.out).write_text(page)
     else:

@@ -3,17 +3,20 @@ What each finding does in each release is not read off these runs (a run draws i
 may not meet a finding): FINDINGS.md shows it from the findings' replayed records.
 
 Input is the ``rules.json`` of each run (``conformance run --report-dir``): its header names the
-implementation and release, its tables the verdicts per rule and per op. ``tox -e
-torch2.11,torch2.12,...`` writes them under ``matrix-results/``; ``python -m conformance matrix
-matrix-results`` renders the page. Several runs of one implementation and release (the suite run
-in parts, say operators apart) count as one: each cell combines their verdicts as it combines
-those of the tests behind it (``report.in_a_cell``).
+implementation and release, its tables the verdicts per rule and per op, its exit code whether
+the run was green. The page is made from the runs kept in ``conformance/runs/`` (one file per
+implementation and release, in the repository, so a release's run is made once and the page
+re-rendered from all of them at any time). ``tox -e torch2.9`` runs one release and keeps it
+(``python -m conformance matrix matrix-results/torch2.9 --keep``). Several runs of one
+implementation and release (the suite run in parts, say operators apart) count as one: each cell
+combines their verdicts as it combines those of the tests behind it (``report.in_a_cell``).
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +26,8 @@ from conformance.known_failures import release_key
 from conformance.report import SEVERITY, in_a_cell, worst
 
 Table = dict[str, dict[str, str]]  # row (a rule, an op) -> world-size column -> verdict
+
+KEPT = Path(__file__).parent / "runs"  # the runs MATRIX.md is made from
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,40 @@ class Run:
     hash_seeds: frozenset[str] = frozenset()  # each part's (conformance.hash_seed)
     op_findings: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # op -> own/other
     rule_findings: dict[str, list[str]] = field(default_factory=dict)  # rule -> record ids
+    exit_codes: frozenset[int] = frozenset()  # each part's; none for a report that lacks it
+
+    @property
+    def green(self) -> bool:
+        """Every part of the run exited 0: its failures were exactly those its file lists."""
+        return bool(self.exit_codes) and self.exit_codes == {0}
+
+    @property
+    def outcome(self) -> str:
+        if not self.exit_codes:
+            return "not recorded"
+        return (
+            "green"
+            if self.green
+            else "failed (exit " + ", ".join(map(str, sorted(self.exit_codes))) + ")"
+        )
+
+    @property
+    def file_name(self) -> str:
+        """The name it is kept under: one per implementation and release."""
+        return f"{self.implementation}-{self.release}.json"
+
+    def to_json(self) -> str:
+        """The kept form: what the page reads, and nothing of the run's other reports."""
+        data = {
+            "run": self.header,
+            "hash seeds": sorted(self.hash_seeds),
+            "exit codes": sorted(self.exit_codes),
+            "rules": self.columns,
+            "ops": self.ops,
+            "op_findings": self.op_findings,
+            "rule_findings": self.rule_findings,
+        }
+        return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
     @property
     def cells(self) -> dict[str, str]:
@@ -103,6 +142,7 @@ def load_runs(folder: Path) -> list[Run]:
             hash_seeds=frozenset([header.get("hash seed", "not recorded").split(" (")[0]]),
             op_findings=data.get("op_findings", {}),
             rule_findings=data.get("rule_findings", {}),
+            exit_codes=frozenset([data["exit_code"]] if "exit_code" in data else []),
         )
         key = (run.implementation, run.release)
         if key in merged:
@@ -117,9 +157,52 @@ def load_runs(folder: Path) -> list[Run]:
                        for rule in {*first.rule_findings, *run.rule_findings}}  # fmt: skip
             run = Run(run.implementation, run.release, first.header,
                       _merged(first.columns, run.columns), _merged(first.ops, run.ops),
-                      first.hash_seeds | run.hash_seeds, found, by_rule)  # fmt: skip
+                      first.hash_seeds | run.hash_seeds, found, by_rule,
+                      first.exit_codes | run.exit_codes)  # fmt: skip
         merged[key] = run
-    return sorted(merged.values(), key=lambda r: (release_key(r.release), r.implementation))
+    return _in_order(merged.values())
+
+
+def _in_order(runs: Iterable[Run]) -> list[Run]:
+    return sorted(runs, key=lambda r: (release_key(r.release), r.implementation))
+
+
+def load_kept(folder: Path = KEPT) -> list[Run]:
+    """The runs kept in ``folder`` (``keep``), oldest release first."""
+    runs = []
+    for path in sorted(folder.glob("*.json")):
+        data = json.loads(path.read_text())
+        header = data["run"]
+        runs.append(Run(
+            implementation=header["implementation"].split()[0],
+            release=header["torch"].split()[0].split("+")[0],
+            header=header,
+            columns=data["rules"],
+            ops=data["ops"],
+            hash_seeds=frozenset(data["hash seeds"]),
+            op_findings=data["op_findings"],
+            rule_findings=data["rule_findings"],
+            exit_codes=frozenset(data["exit codes"]),
+        ))  # fmt: skip
+    return _in_order(runs)
+
+
+def keep(runs: list[Run], folder: Path = KEPT) -> list[Path]:
+    """Keep each run in ``folder``, in place of the one kept for its implementation and
+    release: a release's page column is its latest run."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for run in runs:
+        path = folder / run.file_name
+        path.write_text(run.to_json())
+        paths.append(path)
+    return paths
+
+
+def newest_first(kept: list[Run], new: list[Run]) -> list[Run]:
+    """The page's runs: the new ones, and the kept ones of the releases they do not cover."""
+    covered = {(r.implementation, r.release) for r in new}
+    return _in_order([*new, *(r for r in kept if (r.implementation, r.release) not in covered)])
 
 
 def _merged(a: Table, b: Table) -> Table:
@@ -144,22 +227,23 @@ def render(runs: list[Run], command: str) -> str:
     lines = [
         "# PyTorch releases against shardspec",
         "",
-        f"Generated by `{command}` from the `rules.json` of each run (`--profile ci`, Gloo,",
-        "world sizes 1-4). Each release runs with its own known-failures file",
-        "(`conformance/xfails/torch/<release>.txt`); a run is green when its failures are exactly",
-        "those its file lists. Do not edit by hand.",
+        f"Generated by `{command}` from the runs kept in",
+        "`conformance/runs/`, one per release (`--profile ci`, Gloo, world sizes 1-4; `tox -e",
+        "torch2.N` runs a release and keeps its run). Each release runs with its own",
+        "known-failures file (`conformance/xfails/torch/<release>.txt`); a run is green when its",
+        "failures are exactly those its file lists. Do not edit by hand.",
         "",
         "## Runs",
         "",
-        "| release | build | known failures | hash seed | PyTorch's rules "
+        "| release | build | known failures | hash seed | run | PyTorch's rules "
         "| the reference's rules |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for run in torch_runs:
         reference = next((r for r in reference_runs if r.release == run.release), None)
         lines.append(
             f"| {run.release} | {run.header['torch']} | {run.header['known failures']} "
-            f"| {', '.join(sorted(run.hash_seeds))} | {_counts(run.summary)} "
+            f"| {', '.join(sorted(run.hash_seeds))} | {run.outcome} | {_counts(run.summary)} "
             f"| {_counts(reference.summary) if reference else 'not run'} |"
         )
     lines += [

@@ -21,6 +21,7 @@ def write_report(
     seed=None,
     op_findings=None,
     rule_findings=None,
+    exit_code=None,
 ) -> None:
     folder.mkdir(parents=True)
     header = {"implementation": implementation, "torch": torch, "known failures": "k"}
@@ -30,6 +31,8 @@ def write_report(
     data["op_findings"] = op_findings or {}
     if rule_findings is not None:
         data["rule_findings"] = rule_findings
+    if exit_code is not None:
+        data["exit_code"] = exit_code
     (folder / "rules.json").write_text(json.dumps(data))
 
 
@@ -54,7 +57,10 @@ def test_the_page_orders_releases_by_number_and_shows_each_rule(tmp_path):
     ]
     page = matrix.render(runs, "python -m conformance matrix DIR")
     assert "| ST-SPEC-2 | xfail | pass |" in page
-    assert "| 2.13.0 | 2.13.0+cpu (CPU build) | k | not recorded | 1 pass | 1 pass |" in page
+    assert (
+        "| 2.13.0 | 2.13.0+cpu (CPU build) | k | not recorded | not recorded | 1 pass | 1 pass |"
+        in page
+    )
 
 
 def test_runs_of_one_release_in_parts_count_as_one_with_the_worst_verdict_per_cell(tmp_path):
@@ -119,10 +125,61 @@ def test_a_report_without_a_header_is_refused(tmp_path):
         matrix.load_runs(tmp_path)
 
 
-def test_the_published_matrix_covers_every_release_with_a_known_failures_file():
-    """MATRIX.md is made from runs (conformance/KNOWN-FAILURES.md: tox -e torch2.11,...); a
-    known-failures file added since means it must be made again."""
-    page = (MATRIX.parent / "MATRIX.md").read_text()
-    header = next(line for line in page.splitlines() if line.startswith("| rule | "))
-    for path in (MATRIX.parent / "xfails" / "torch").glob("*.txt"):
-        assert f"| {path.stem} |" in header, path
+def test_a_kept_run_reads_back_as_made_and_says_whether_it_was_green(tmp_path):
+    """A run is kept as the page reads it, its parts merged (hash seeds, exit codes); a run of
+    which one part failed is not green, and the page says so."""
+    cpu = "2.13.0+cpu (CPU build)"
+    write_report(tmp_path / "a", "torch", cpu, {"ERR-6": {"gloo ws2": "pass"}}, seed="0 (x)",
+                 exit_code=0, rule_findings={"ERR-6": []})  # fmt: skip
+    write_report(tmp_path / "b", "torch", cpu, {"ERR-6": {"gloo ws1": "fail"}}, seed="0 (x)",
+                 ops={"mm": {"gloo ws1": "pass"}}, exit_code=1)  # fmt: skip
+    (run,) = matrix.load_runs(tmp_path)
+    (path,) = matrix.keep([run], tmp_path / "kept")
+    assert path.name == "torch-2.13.0.json"
+    assert matrix.load_kept(tmp_path / "kept") == [run]
+    assert (run.green, run.outcome) == (False, "failed (exit 0, 1)")
+    page = matrix.render([run], "python -m conformance matrix")
+    assert "| 0 | failed (exit 0, 1) | 1 fail |" in page
+
+
+def test_a_new_run_replaces_the_kept_run_of_its_release_and_no_other(tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    write_report(old / "a", "torch", "2.9.1+cu128", {"ERR-6": {"gloo ws2": "fail"}}, exit_code=1)
+    write_report(old / "b", "torch", "2.10.0+cu128", {"ERR-6": {"gloo ws2": "pass"}}, exit_code=0)
+    write_report(old / "c", "reference", "2.9.1+cu128", {"ERR-6": {"gloo ws2": "pass"}})
+    matrix.keep(matrix.load_runs(old), tmp_path / "kept")
+    write_report(new / "a", "torch", "2.9.1+cu128", {"ERR-6": {"gloo ws2": "xfail"}}, exit_code=0)
+    matrix.keep(matrix.load_runs(new), tmp_path / "kept")
+    runs = matrix.load_kept(tmp_path / "kept")
+    assert [(r.implementation, r.release, r.cells["ERR-6"], r.outcome) for r in runs] == [
+        ("reference", "2.9.1", "pass", "not recorded"),
+        ("torch", "2.9.1", "xfail", "green"),
+        ("torch", "2.10.0", "pass", "green"),
+    ]
+
+
+def test_the_published_matrix_is_made_from_the_kept_runs():
+    """MATRIX.md is the page of conformance/runs/ as they are, and of the records as they are
+    (a cell names only the records that deviate on its release): a kept run, or a record's
+    outcome, changed since means it must be made again
+    (``python -m conformance matrix --out conformance/MATRIX.md``)."""
+    page = matrix.render(
+        matrix.load_kept(), "python -m conformance matrix --out conformance/MATRIX.md"
+    )
+    assert MATRIX.read_text() == page
+
+
+def test_every_release_with_a_known_failures_file_has_a_green_run_against_it():
+    """The page's promise (issue 40): each release with a file of its own has a kept ci run,
+    made with that file (not a borrowed one), whose failures were exactly those it lists."""
+    runs = {r.release: r for r in matrix.load_kept() if r.implementation == "torch"}
+    for path in sorted((MATRIX.parent / "xfails" / "torch").glob("*.txt")):
+        run = runs.get(path.stem)
+        assert run is not None, (
+            f"{path.name}: no kept run (tox -e torch{path.stem.rsplit('.', 1)[0]})"
+        )
+        assert run.header["known failures"].startswith(f"conformance/xfails/torch/{path.name} "), (
+            run.header["known failures"]
+        )
+        assert run.green, f"{path.stem}: {run.outcome}"
+        assert run.header["profile"].startswith("ci "), run.header["profile"]
