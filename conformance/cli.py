@@ -458,7 +458,7 @@ def _matrix(args: argparse.Namespace, extra: list[str]) -> int:
             raise options.UsageError("--keep: name the folders of the runs to keep")
         for path in matrix.keep(new, folder):
             print(f"kept {path}", file=sys.stderr)
-    runs = matrix.newest_first(matrix.load_kept(folder), new)
+    runs = matrix.replacing(matrix.load_kept(folder), new)
     if not runs:
         raise options.UsageError(f"no runs kept in {folder} and none named")
     page = matrix.render(runs, "python -m conformance matrix --out conformance/MATRIX.md")

@@ -134,8 +134,7 @@ def load_runs(folder: Path) -> list[Run]:
         if "implementation" not in header or "torch" not in header:
             raise ValueError(f"{path}: no run header; rerun it with this version of shardspec")
         run = Run(
-            implementation=header["implementation"].split()[0],
-            release=header["torch"].split()[0].split("+")[0],
+            *_identity(header),
             header=header,
             columns=data["rules"],
             ops=data.get("ops", {}),
@@ -174,8 +173,7 @@ def load_kept(folder: Path = KEPT) -> list[Run]:
         data = json.loads(path.read_text())
         header = data["run"]
         runs.append(Run(
-            implementation=header["implementation"].split()[0],
-            release=header["torch"].split()[0].split("+")[0],
+            *_identity(header),
             header=header,
             columns=data["rules"],
             ops=data["ops"],
@@ -199,10 +197,15 @@ def keep(runs: list[Run], folder: Path = KEPT) -> list[Path]:
     return paths
 
 
-def newest_first(kept: list[Run], new: list[Run]) -> list[Run]:
+def replacing(kept: list[Run], new: list[Run]) -> list[Run]:
     """The page's runs: the new ones, and the kept ones of the releases they do not cover."""
     covered = {(r.implementation, r.release) for r in new}
     return _in_order([*new, *(r for r in kept if (r.implementation, r.release) not in covered)])
+
+
+def _identity(header: dict[str, str]) -> tuple[str, str]:
+    """A run's implementation and PyTorch release, from its header (``torch 2.13.0+cpu``)."""
+    return header["implementation"].split()[0], header["torch"].split()[0].split("+")[0]
 
 
 def _merged(a: Table, b: Table) -> Table:
