@@ -234,18 +234,21 @@ def render(runs: list[Run], command: str) -> str:
         "`conformance/runs/`, one per release (`--profile ci`, Gloo, world sizes 1-4; `tox -e",
         "torch2.N` runs a release and keeps its run). Each release runs with its own",
         "known-failures file (`conformance/xfails/torch/<release>.txt`); a run is green when its",
-        "failures are exactly those its file lists. Do not edit by hand.",
+        "failures are exactly those its file lists; `suite` is the digest of the suite's code",
+        "and known-failures files that made it (runs kept before it was recorded say `not",
+        "recorded`). Do not edit by hand.",
         "",
         "## Runs",
         "",
-        "| release | build | known failures | hash seed | run | PyTorch's rules "
+        "| release | build | suite | known failures | hash seed | run | PyTorch's rules "
         "| the reference's rules |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for run in torch_runs:
         reference = next((r for r in reference_runs if r.release == run.release), None)
         lines.append(
-            f"| {run.release} | {run.header['torch']} | {run.header['known failures']} "
+            f"| {run.release} | {run.header['torch']} | {run.header.get('suite', 'not recorded')} "
+            f"| {run.header['known failures']} "
             f"| {', '.join(sorted(run.hash_seeds))} | {run.outcome} | {_counts(run.summary)} "
             f"| {_counts(reference.summary) if reference else 'not run'} |"
         )

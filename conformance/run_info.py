@@ -8,13 +8,22 @@ summary) starts with these lines, so a table read later says what it is a table 
 
 from __future__ import annotations
 
+import hashlib
 import platform
+from collections.abc import Iterable
+from importlib import metadata
+from pathlib import Path
 
 import hypothesis
 import torch
 from hypothesis import settings
 
-from conformance import hash_seed, profiles
+import reference
+from conformance import hash_seed, paths, profiles
+
+# What decides a verdict: the suite's and the reference's code (the oracle, the strategies, the
+# judge, the tasks, the adapters) and the known-failures files. Records, reports and pages do not.
+VERDICT_FILES = ("**/*.py", "**/*.ini", "xfails/**/*.txt")
 
 
 def torch_build() -> str:
@@ -23,6 +32,30 @@ def torch_build() -> str:
     build = f"CUDA {cuda}" if cuda else "CPU build"
     git = (getattr(torch.version, "git_version", "") or "")[:7]
     return f"{torch.__version__} ({build}{', git ' + git if git else ''})"
+
+
+def digest(roots: Iterable[Path], patterns: Iterable[str] = VERDICT_FILES) -> str:
+    """A short hash of every file under ``roots`` that ``patterns`` match, by path and bytes."""
+    sha = hashlib.sha256()
+    patterns = tuple(patterns)
+    for root in roots:
+        files = {f for pattern in patterns for f in root.glob(pattern) if f.is_file()}
+        for path in sorted(files):
+            sha.update(f"{root.name}/{path.relative_to(root).as_posix()}\0".encode())
+            sha.update(path.read_bytes() + b"\0")
+    return sha.hexdigest()[:12]
+
+
+def suite_build() -> str:
+    """``shardspec 0.1.0 (digest 1a2b3c4d5e6f)``: the same digest wherever the same tree is
+    installed or checked out, so two runs' tables are comparable where it and the torch build
+    are equal, and a table kept from a run says which suite made it."""
+    try:
+        version = metadata.version("shardspec")
+    except metadata.PackageNotFoundError:
+        version = "not installed"
+    package = Path(paths.__file__).parent
+    return f"shardspec {version} (digest {digest([package, Path(reference.__file__).parent])})"
 
 
 def hypothesis_profile() -> str:
@@ -44,6 +77,7 @@ def collect(
     """The header's fields, in the order they print."""
     return {
         "implementation": impl + (f" {impl_release}" if impl_release else ""),
+        "suite": suite_build(),
         "torch": torch_build(),
         "python": platform.python_version(),
         "backend": backend,

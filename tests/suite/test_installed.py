@@ -64,8 +64,11 @@ def test_an_installed_run_from_a_users_repository_gives_the_checkouts_verdict(
         cwd=CHECKOUT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert checkout.returncode == 0, checkout.stdout[-3000:]
-    installed_table = json.loads((reports / "rules.json").read_text())["rules"]
-    assert installed_table == json.loads((tmp_path / "rules.json").read_text())["rules"]
+    installed_report = json.loads((reports / "rules.json").read_text())
+    checkout_report = json.loads((tmp_path / "rules.json").read_text())
+    installed_table = installed_report["rules"]
+    assert installed_table == checkout_report["rules"]
+    assert installed_report["run"]["suite"] == checkout_report["run"]["suite"]  # the same suite
     assert "xfail" in {cell for cells in installed_table.values() for cell in cells.values()}
 
 

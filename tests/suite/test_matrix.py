@@ -22,9 +22,12 @@ def write_report(
     op_findings=None,
     rule_findings=None,
     exit_code=None,
+    suite=None,
 ) -> None:
     folder.mkdir(parents=True)
     header = {"implementation": implementation, "torch": torch, "known failures": "k"}
+    if suite:
+        header["suite"] = suite
     if seed:
         header["hash seed"] = seed
     data = {"run": header, "rules": cells, "summary": {"pass": 1}, "ops": ops or {}}
@@ -45,6 +48,7 @@ def test_the_page_orders_releases_by_number_and_shows_each_rule(tmp_path):
         "torch",
         "2.13.0+cpu (CPU build)",
         {"ST-SPEC-2": {"gloo ws1": "pass", "gloo ws2": "pass"}},
+        suite="shardspec 0.1.0 (digest 1a2b3c4d5e6f)",
     )
     write_report(
         tmp_path / "c", "reference", "2.13.0+cpu (CPU build)", {"ST-SPEC-2": {"gloo ws1": "pass"}}
@@ -58,9 +62,10 @@ def test_the_page_orders_releases_by_number_and_shows_each_rule(tmp_path):
     page = matrix.render(runs, "python -m conformance matrix DIR")
     assert "| ST-SPEC-2 | xfail | pass |" in page
     assert (
-        "| 2.13.0 | 2.13.0+cpu (CPU build) | k | not recorded | not recorded | 1 pass | 1 pass |"
-        in page
+        "| 2.13.0 | 2.13.0+cpu (CPU build) | shardspec 0.1.0 (digest 1a2b3c4d5e6f) | k "
+        "| not recorded | not recorded | 1 pass | 1 pass |" in page
     )
+    assert "| 2.9.0 | 2.9.0+cu130 (CUDA 13.0) | not recorded | k |" in page  # a run before it
 
 
 def test_runs_of_one_release_in_parts_count_as_one_with_the_worst_verdict_per_cell(tmp_path):
