@@ -461,7 +461,7 @@ def _matrix(args: argparse.Namespace, extra: list[str]) -> int:
     runs = matrix.replacing(matrix.load_kept(folder), new)
     if not runs:
         raise options.UsageError(f"no runs kept in {folder} and none named")
-    page = matrix.render(runs, "python -m conformance matrix --out conformance/MATRIX.md")
+    page = matrix.render(runs, matrix.COMMAND)
     if args.out:
         Path(args.out).write_text(page)
     else:

@@ -28,6 +28,7 @@ from conformance.report import SEVERITY, in_a_cell, worst
 Table = dict[str, dict[str, str]]  # row (a rule, an op) -> world-size column -> verdict
 
 KEPT = Path(__file__).parent / "runs"  # the runs MATRIX.md is made from
+COMMAND = "python -m conformance matrix --out conformance/MATRIX.md"  # what makes the page
 
 
 @dataclass(frozen=True)

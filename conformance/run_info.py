@@ -19,7 +19,7 @@ import torch
 from hypothesis import settings
 
 import reference
-from conformance import hash_seed, paths, profiles
+from conformance import hash_seed, profiles
 
 # What decides a verdict: the suite's and the reference's code (the oracle, the strategies, the
 # judge, the tasks, the adapters) and the known-failures files. Records, reports and pages do not.
@@ -54,8 +54,8 @@ def suite_build() -> str:
         version = metadata.version("shardspec")
     except metadata.PackageNotFoundError:
         version = "not installed"
-    package = Path(paths.__file__).parent
-    return f"shardspec {version} (digest {digest([package, Path(reference.__file__).parent])})"
+    roots = [Path(__file__).parent, Path(reference.__file__).parent]
+    return f"shardspec {version} (digest {digest(roots)})"
 
 
 def hypothesis_profile() -> str:
