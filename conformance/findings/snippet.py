@@ -116,6 +116,9 @@ except Exception as exc:
     said = f"rank {{rank}}: raises {{type(exc).__name__}}"
 os.write(1, f"{{said}}\\n".encode())  # one write: a line printed in parts can mix with a peer's
 dist.destroy_process_group()
+# Leave without Python's finalization: a Gloo worker thread that drops its last tensors then takes
+# the GIL and aborts the rank ("terminate called without an active exception", pytorch#190489).
+os._exit(0)
 """
 
 
