@@ -109,6 +109,7 @@ if os.environ.get("PYTHONHASHSEED") != "{seed}":
 dist.init_process_group("gloo")
 rank, world_size = dist.get_rank(), dist.get_world_size()
 torch.manual_seed(0)
+result = None  # what a rank returns where the program sets no result for it
 try:
 {body}
     said = f"rank {{rank}}: returns {{_plain(result)!r}}"

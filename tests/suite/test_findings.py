@@ -496,8 +496,6 @@ def test_a_report_holds_a_program_that_runs_under_torchrun_as_its_record_says(tm
     """The program of ``findings report`` runs as it stands, one process per rank under
     torchrun, and each rank prints the outcome the record holds for the installed release (a
     record whose program calls the ``attempt`` helper, which the script carries)."""
-    import torch
-
     (r,) = [
         r for r in records.load_all() if r.id == "integer-partial-shifted-part-by-part-overflows"
     ]
@@ -506,11 +504,29 @@ def test_a_report_holds_a_program_that_runs_under_torchrun_as_its_record_says(tm
     assert "## Expected\n\n```\nrank 0: returns [[8], [8]]\nrank 1: returns [[8], [8]]\n```" in body
     assert "#   The spec: every rank returns [[8], [8]]\n" in body
     assert "#   PyTorch 2.11.0: every rank returns [[8], 'raises RuntimeError']\n" in body
-    (tmp_path / "repro.py").write_text(body.split("```python\n", 1)[1].split("```", 1)[0])
+    _runs_under_torchrun_as_recorded(r, body, tmp_path)
+
+
+def test_a_report_program_returns_none_on_a_rank_its_program_gives_no_result(tmp_path):
+    """A record's program may set ``result`` on some ranks only (here rank 1, the one member of
+    the group): the other ranks return ``None``, in the report's program as in the suite's
+    replay, not a NameError."""
+    (r,) = [r for r in records.load_all() if r.id == "gather-on-subgroup"]
+    assert "result = out" in r.code
+    assert r.spec[0] == "returns None"
+    _runs_under_torchrun_as_recorded(r, issue.body(r), tmp_path)
+
+
+def _runs_under_torchrun_as_recorded(r: Record, body: str, folder: Path) -> None:
+    """Run the report's program under torchrun, one process per rank: it exits 0 and each rank
+    prints the outcome the record holds for the installed release."""
+    import torch
+
+    (folder / "repro.py").write_text(body.split("```python\n", 1)[1].split("```", 1)[0])
     ran = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
          str(r.world_size), "repro.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        cwd=folder, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-3000:]
     printed = sorted(line for line in ran.stdout.splitlines() if line.startswith("rank "))
