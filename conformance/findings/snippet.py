@@ -116,9 +116,10 @@ try:
 except Exception as exc:
     said = f"rank {{rank}}: raises {{type(exc).__name__}}"
 os.write(1, f"{{said}}\\n".encode())  # one write: a line printed in parts can mix with a peer's
-dist.destroy_process_group()
-# Leave without Python's finalization: a Gloo worker thread that drops its last tensors then takes
-# the GIL and aborts the rank ("terminate called without an active exception", pytorch#190489).
+# Leave at once, the group as it is: a Gloo worker thread may still be dropping the last tensors,
+# and must take the GIL to do so. destroy_process_group can then deadlock (2.5's Gloo destructor
+# joins that thread holding the GIL, until pytorch#154976) and Python's finalization can
+# abort the rank ("terminate called without an active exception", pytorch#190489).
 os._exit(0)
 """
 
